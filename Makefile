@@ -1,0 +1,53 @@
+# ckptkit: two commands on a fresh Debian 12 machine.
+#   make demo   installs the Debian packages it needs, builds, runs synth -> inspect -> validate -> validate --deep
+#   make test   the GoogleTest suite twice: a normal build and an AddressSanitizer + UBSan build
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+DEMO_DIR   ?= demo-out
+DEB_PACKAGES = cmake g++ make pkg-config libcli11-dev libsimdjson-dev libxxhash-dev libssl-dev \
+               libtbb-dev libgtest-dev python3-jsonschema
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+.PHONY: all deps build asan-build demo test test-normal asan bench clean
+
+all: build
+
+# Idempotent: installs only what is missing.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j$(JOBS)
+
+asan-build: deps
+	cmake -S . -B $(ASAN_BUILD) -DCKPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+
+demo: build
+	rm -rf $(DEMO_DIR)
+	./$(BUILD)/ckpt synth deepseek-v4-flash-0731 $(DEMO_DIR)/dsv4-tiny --tiny
+	./$(BUILD)/ckpt inspect $(DEMO_DIR)/dsv4-tiny
+	./$(BUILD)/ckpt validate $(DEMO_DIR)/dsv4-tiny
+	./$(BUILD)/ckpt validate --deep --sha256 --json $(DEMO_DIR)/report.json $(DEMO_DIR)/dsv4-tiny
+	@echo "JSON report: $(DEMO_DIR)/report.json"
+
+test-normal: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+asan: asan-build
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j$(JOBS)
+
+test: test-normal asan
+
+bench: build
+	bash bench/run.sh $(BUILD)/ckpt
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(DEMO_DIR)

@@ -1,0 +1,203 @@
+// ckpt: the command-line front end. Argument parsing and output only; every
+// check lives in libconvert. One function per subcommand; exit codes in one place.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+#include <tbb/global_control.h>
+
+#include "formats/loader.h"
+#include "io/atomic_file.h"
+#include "profiles/registry.h"
+#include "report/inspect.h"
+#include "report/validation_report.h"
+#include "synth/synth_dsv4.h"
+#include "validate/validate.h"
+
+namespace {
+
+// Documented in the README; scripts depend on them.
+enum ExitCode : int { kOk = 0, kFindings = 1, kUsage = 2, kIoError = 3 };
+
+int exit_code_for(const ckpt::Findings& f) {
+  if (f.has_io_errors()) return kIoError;
+  return f.has_errors() ? kFindings : kOk;
+}
+
+// A one-line progress meter on stderr, only when stderr is a terminal.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
+  ~Progress() {
+    if (shown_) std::fprintf(stderr, "\r%60s\r", "");
+  }
+  void update(uint64_t done, uint64_t total) {
+    if (!enabled_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(100) && done < total) return;
+    last_ = now;
+    double secs = std::chrono::duration<double>(now - start_).count();
+    double pct = total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0;
+    std::fprintf(stderr, "\r  %.2f / %.2f GB (%.0f%%) %.2f GB/s   ", static_cast<double>(done) / 1e9,
+                 static_cast<double>(total) / 1e9, pct, secs > 0 ? static_cast<double>(done) / 1e9 / secs : 0.0);
+    shown_ = true;
+  }
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_{};
+};
+
+// Writes `text` to stdout for "-" or atomically to a file. False on I/O failure.
+bool emit(const std::string& target, const std::string& text) {
+  if (target == "-") {
+    std::cout << text << std::flush;
+    return static_cast<bool>(std::cout);
+  }
+  std::string error;
+  if (!ckpt::write_file_atomic(target, text, error)) {
+    std::cerr << "ckpt: " << error << "\n";
+    return false;
+  }
+  return true;
+}
+
+ckpt::StMode parse_mode(const std::string& m) { return m == "compat" ? ckpt::StMode::compat : ckpt::StMode::strict; }
+
+struct InspectArgs {
+  std::string path;
+  bool json = false;
+  std::string mode = "strict";
+};
+
+int run_inspect(const InspectArgs& a) {
+  ckpt::StReadOptions options;
+  options.mode = parse_mode(a.mode);
+  ckpt::LoadedModel model;
+  ckpt::Findings findings;
+  if (!ckpt::load_model(a.path, options, model, findings)) {
+    for (const auto& f : findings.items()) std::cerr << "ckpt: " << f.file << ": " << f.message << "\n";
+    return exit_code_for(findings);
+  }
+  findings.sort_stable();
+  auto summary = ckpt::inspect_model(model);
+  if (a.json) {
+    if (!emit("-", ckpt::inspect_json(summary, findings))) return kIoError;
+  } else {
+    ckpt::print_inspect_human(summary, findings, std::cout);
+  }
+  return exit_code_for(findings);
+}
+
+struct ValidateArgs {
+  std::string path, profile = "auto", json, hub, mode = "strict";
+  bool deep = false, sha256 = false, quiet = false;
+  size_t max_findings = 200;
+};
+
+int run_validate(const ValidateArgs& a) {
+  if (a.profile != "auto" && !ckpt::is_known_profile(a.profile)) {
+    std::cerr << "ckpt validate: unknown profile '" << a.profile << "' (known: auto";
+    for (const auto& n : ckpt::profile_names()) std::cerr << ", " << n;
+    std::cerr << ")\n";
+    return kUsage;
+  }
+  ckpt::ValidateOptions options;
+  options.profile = a.profile;
+  options.deep = a.deep;
+  options.sha256 = a.sha256;
+  options.hub_sha256_file = a.hub;
+  options.mode = parse_mode(a.mode);
+  Progress progress(!a.quiet);
+  options.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
+  auto report = ckpt::validate_path(a.path, options);
+  bool json_to_stdout = a.json == "-";
+  if (!a.json.empty() && !emit(a.json, ckpt::validation_report_json(report))) return kIoError;
+  if (!json_to_stdout && !a.quiet) ckpt::print_validation_human(report, std::cout, a.max_findings);
+  if (!json_to_stdout && a.quiet) std::cout << ckpt::verdict_line(report) << "\n";
+  return exit_code_for(report.findings);
+}
+
+struct SynthArgs {
+  std::string model, out;
+  bool sparse = false, tiny = false;
+  uint64_t seed = 1;
+};
+
+int run_synth(const SynthArgs& a) {
+  if (a.model != "deepseek-v4-flash-0731") {
+    std::cerr << "ckpt synth: unknown model '" << a.model << "' (known: deepseek-v4-flash-0731)\n";
+    return kUsage;
+  }
+  if (a.sparse == a.tiny) {
+    std::cerr << "ckpt synth: choose exactly one of --sparse (real sizes, sparse files) or --tiny (small, real data)\n";
+    return kUsage;
+  }
+  std::string error;
+  auto size = a.sparse ? ckpt::SynthSize::sparse : ckpt::SynthSize::tiny;
+  if (!ckpt::synth_deepseek_v4_flash_0731(a.out, size, a.seed, error)) {
+    std::cerr << "ckpt synth: " << error << "\n";
+    return kIoError;
+  }
+  std::cout << "wrote " << a.out << "\n";
+  return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ckpt: validate, convert and verify large MoE model checkpoints (safetensors, GGUF)"};
+  app.set_version_flag("--version", std::string("ckptkit ") + CKPT_VERSION);
+  app.require_subcommand(1);
+  unsigned threads = 0;
+  app.add_option("--threads", threads, "worker threads (default: all cores)");
+
+  InspectArgs ia;
+  auto* inspect = app.add_subcommand("inspect", "Summarize a checkpoint directory, .safetensors or .gguf file");
+  inspect->add_option("path", ia.path, "checkpoint directory, .safetensors or .gguf file")->required();
+  inspect->add_flag("--json", ia.json, "print JSON (schemas/inspect.schema.json)");
+  inspect->add_option("--mode", ia.mode, "safetensors header rules: strict (README) or compat (reference)")
+      ->check(CLI::IsMember({"strict", "compat"}));
+
+  ValidateArgs va;
+  auto* validate = app.add_subcommand("validate", "Check a checkpoint or GGUF file; exit 0 clean, 1 errors");
+  validate->add_option("path", va.path, "checkpoint directory, .safetensors or .gguf file")->required();
+  validate->add_option("--profile", va.profile, "auto (from config/metadata) or a profile name");
+  validate->add_flag("--deep", va.deep, "read every byte: xxh3 per tensor, NaN/Inf, reserved FP8/E8M0 codes");
+  validate->add_flag("--sha256", va.sha256, "SHA-256 of every file");
+  validate->add_option("--hub-sha256", va.hub, "check files against a 'name sha256' list (Hub LFS oids)");
+  validate->add_option("--json", va.json, "write the JSON report to FILE, or - for stdout");
+  validate->add_option("--mode", va.mode, "safetensors header rules: strict (README) or compat (reference)")
+      ->check(CLI::IsMember({"strict", "compat"}));
+  validate->add_option("--max-findings", va.max_findings, "findings printed (0 = all; JSON has all)");
+  validate->add_flag("-q,--quiet", va.quiet, "no progress, print only the verdict line");
+
+  SynthArgs sa;
+  auto* synth = app.add_subcommand("synth", "Write a synthetic checkpoint with a real model's exact structure");
+  synth->add_option("model", sa.model, "deepseek-v4-flash-0731")->required();
+  synth->add_option("out", sa.out, "output directory")->required();
+  synth->add_flag("--sparse", sa.sparse, "real sizes as sparse files (zero data, no disk use)");
+  synth->add_flag("--tiny", sa.tiny, "a small model with the same names, dtypes and block types, random data");
+  synth->add_option("--seed", sa.seed, "random seed for --tiny");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? kOk : kUsage;
+  }
+  std::optional<tbb::global_control> limit;
+  if (threads > 0) limit.emplace(tbb::global_control::max_allowed_parallelism, threads);
+
+  if (*inspect) return run_inspect(ia);
+  if (*validate) return run_validate(va);
+  if (*synth) return run_synth(sa);
+  return kUsage;
+}

@@ -1,0 +1,110 @@
+#include "formats/json.h"
+
+#include <cstdio>
+
+namespace ckpt {
+
+bool JsonDoc::parse(std::string_view text, std::string& error) {
+  parser_ = std::make_unique<simdjson::dom::parser>();
+  simdjson::padded_string padded(text);
+  auto r = parser_->parse(padded);
+  if (r.error()) {
+    error = simdjson::error_message(r.error());
+    return false;
+  }
+  root_ = r.value_unsafe();
+  return true;
+}
+
+std::optional<size_t> json_value_end(std::string_view text) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false, started = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+      started = true;
+    } else if (c == '}' || c == ']') {
+      if (depth == 0) return std::nullopt;
+      if (--depth == 0) return i + 1;
+    } else if (!started && c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+      return std::nullopt;  // a scalar root: not an object or array
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<simdjson::dom::element> json_get(simdjson::dom::element obj, std::string_view key) {
+  simdjson::dom::object o;
+  if (obj.get_object().get(o)) return std::nullopt;
+  simdjson::dom::element value;
+  if (o[key].get(value)) return std::nullopt;
+  return value;
+}
+
+std::optional<int64_t> json_int(simdjson::dom::element obj, std::string_view key) {
+  auto v = json_get(obj, key);
+  if (!v) return std::nullopt;
+  if (v->is_int64()) return v->get_int64().value_unsafe();
+  if (v->is_uint64()) {
+    uint64_t u = v->get_uint64().value_unsafe();
+    if (u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(u);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> json_string(simdjson::dom::element obj, std::string_view key) {
+  auto v = json_get(obj, key);
+  if (!v || !v->is_string()) return std::nullopt;
+  return std::string(v->get_string().value_unsafe());
+}
+
+std::optional<std::vector<int64_t>> json_int_array(simdjson::dom::element obj, std::string_view key) {
+  auto v = json_get(obj, key);
+  if (!v || !v->is_array()) return std::nullopt;
+  simdjson::dom::array arr;
+  if (v->get_array().get(arr)) return std::nullopt;
+  std::vector<int64_t> out;
+  for (auto e : arr) {
+    if (!e.is_int64()) return std::nullopt;
+    out.push_back(e.get_int64().value_unsafe());
+  }
+  return out;
+}
+
+std::string json_to_string(simdjson::dom::element e) { return simdjson::minify(e); }
+
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace ckpt

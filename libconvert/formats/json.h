@@ -1,0 +1,43 @@
+// A parsed JSON document (simdjson DOM) that owns its buffer, plus small typed
+// accessors. Used for config.json, the index, profiles and manifests; never
+// include this from a .cu file (simdjson does not compile under nvcc).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <simdjson.h>
+
+namespace ckpt {
+
+class JsonDoc {
+ public:
+  // Parses `text`. On failure returns false and sets `error` to simdjson's message.
+  bool parse(std::string_view text, std::string& error);
+  simdjson::dom::element root() const { return root_; }
+
+ private:
+  std::unique_ptr<simdjson::dom::parser> parser_;
+  simdjson::dom::element root_;
+};
+
+// Where the top-level value that starts at text[0] (after leading whitespace) ends:
+// the index one past its closing bracket, found by a string-aware bracket scan.
+// nullopt when the brackets never balance. Lets callers reject trailing content.
+std::optional<size_t> json_value_end(std::string_view text);
+
+// Typed lookups; nullopt when the key is missing or of another type.
+std::optional<simdjson::dom::element> json_get(simdjson::dom::element obj, std::string_view key);
+std::optional<int64_t> json_int(simdjson::dom::element obj, std::string_view key);
+std::optional<std::string> json_string(simdjson::dom::element obj, std::string_view key);
+std::optional<std::vector<int64_t>> json_int_array(simdjson::dom::element obj, std::string_view key);
+// Compact JSON text of a value (for reports that echo config values).
+std::string json_to_string(simdjson::dom::element e);
+// Escapes a string as a JSON string literal, with quotes.
+std::string json_quote(std::string_view s);
+
+}  // namespace ckpt

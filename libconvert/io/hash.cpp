@@ -1,0 +1,66 @@
+#include "io/hash.h"
+
+#include <cstdio>
+
+#include <openssl/evp.h>
+#include <xxhash.h>
+
+namespace ckpt {
+
+struct Sha256::Impl {
+  EVP_MD_CTX* ctx = nullptr;
+};
+
+Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
+  impl_->ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr);
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(impl_->ctx); }
+
+void Sha256::update(std::span<const uint8_t> bytes) {
+  if (!bytes.empty()) EVP_DigestUpdate(impl_->ctx, bytes.data(), bytes.size());
+}
+
+std::string Sha256::hex_digest() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(impl_->ctx, md, &len);
+  std::string hex;
+  hex.reserve(len * 2);
+  static const char* digits = "0123456789abcdef";
+  for (unsigned i = 0; i < len; ++i) {
+    hex += digits[md[i] >> 4];
+    hex += digits[md[i] & 15];
+  }
+  return hex;
+}
+
+std::string sha256_hex(std::string_view text) {
+  Sha256 h;
+  h.update(text);
+  return h.hex_digest();
+}
+
+Xxh3::Xxh3() : state_(XXH3_createState()) { reset(); }
+Xxh3::~Xxh3() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+void Xxh3::reset() { XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_)); }
+void Xxh3::update(std::span<const uint8_t> bytes) {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), bytes.data(), bytes.size());
+}
+uint64_t Xxh3::digest() const { return XXH3_64bits_digest(static_cast<XXH3_state_t*>(state_)); }
+
+std::string xxh3_hex(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+bool is_hex_digest(std::string_view s, size_t len) {
+  if (s.size() != len) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return false;
+  return true;
+}
+
+}  // namespace ckpt

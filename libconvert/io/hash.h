@@ -1,0 +1,49 @@
+// Streaming hashes: SHA-256 (OpenSSL EVP, uses SHA-NI where the CPU has it)
+// and XXH3-64. Hex output is lowercase; XXH3 is printed big-endian (canonical).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ckpt {
+
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(std::span<const uint8_t> bytes);
+  void update(std::string_view text) {
+    update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  }
+  std::string hex_digest();  // finalizes
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string sha256_hex(std::string_view text);
+
+class Xxh3 {
+ public:
+  Xxh3();
+  ~Xxh3();
+  Xxh3(const Xxh3&) = delete;
+  Xxh3& operator=(const Xxh3&) = delete;
+  void reset();
+  void update(std::span<const uint8_t> bytes);
+  uint64_t digest() const;
+
+ private:
+  void* state_;  // XXH3_state_t, kept opaque so xxhash.h stays out of headers
+};
+
+std::string xxh3_hex(uint64_t h);
+bool is_hex_digest(std::string_view s, size_t len);
+
+}  // namespace ckpt

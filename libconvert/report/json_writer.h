@@ -1,0 +1,39 @@
+// A small streaming JSON writer for reports and manifests: commas, escaping and
+// nesting handled in one place. Output is compact and deterministic.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ckpt {
+
+class JsonWriter {
+ public:
+  JsonWriter& begin_object();
+  JsonWriter& end_object();
+  JsonWriter& begin_array();
+  JsonWriter& end_array();
+  JsonWriter& key(std::string_view k);
+  JsonWriter& value(std::string_view s);
+  JsonWriter& value(const char* s) { return value(std::string_view(s)); }
+  JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
+  JsonWriter& value(uint64_t v);
+  JsonWriter& value(int64_t v);
+  JsonWriter& value(int v) { return value(static_cast<int64_t>(v)); }
+  JsonWriter& value(unsigned v) { return value(static_cast<uint64_t>(v)); }
+  JsonWriter& value(double v);
+  JsonWriter& value(bool v);
+  JsonWriter& null();
+  JsonWriter& raw(std::string_view json);  // an already-serialised JSON value
+  const std::string& str() const { return out_; }
+
+ private:
+  void before_value();
+  std::string out_;
+  std::vector<bool> has_items_;  // per open container
+  bool after_key_ = false;
+};
+
+}  // namespace ckpt

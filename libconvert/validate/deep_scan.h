@@ -1,0 +1,52 @@
+// The byte-reading pass of `validate --deep` / `--sha256`: reads each file once,
+// sequentially, in chunks of at most kScanChunkBytes, through a three-stage TBB
+// pipeline (read -> value checks in parallel -> in-order hashing). Peak memory is
+// threads x kScanTokens x kScanChunkBytes, whatever the shard size.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/findings.h"
+#include "formats/model_view.h"
+
+namespace ckpt {
+
+inline constexpr uint32_t kScanChunkBytes = 8u << 20;
+inline constexpr size_t kScanTokens = 4;
+
+struct TensorScanResult {
+  bool scanned = false;
+  uint64_t xxh3 = 0;
+  uint64_t nan = 0, inf = 0;      // NaN/Inf values or NaN codes (E4M3 0x7F/0xFF, E8M0 0xFF)
+  uint64_t bad_block_scales = 0;  // GGUF: NaN/Inf fp16 block scales
+  uint64_t bad_e8m0 = 0;          // GGUF MXFP4 block exponent 0xFF
+  std::optional<uint64_t> first_bad;  // absolute file offset
+};
+
+struct FileScanResult {
+  uint64_t bytes_read = 0;
+  std::string sha256;  // when requested
+};
+
+struct ScanRequest {
+  bool values = false;  // per-tensor xxh3 + NaN/Inf/code checks
+  bool sha256 = false;  // whole-file SHA-256
+  std::function<void(uint64_t bytes)> on_progress;  // called with bytes just consumed (any thread)
+};
+
+// Scans every file of the view. results[i] belongs to view.tensors[i]; files[j] to view.files[j].
+void scan_model(const ModelView& view, const ScanRequest& request, std::vector<TensorScanResult>& results,
+                std::vector<FileScanResult>& files, Findings& findings);
+
+// Turns scan counts into findings (DATA_NAN, DATA_INF, FP8_NAN_CODE, E8M0_RESERVED, ...).
+void report_value_findings(const ModelView& view, const std::vector<TensorScanResult>& results, Findings& f);
+
+// Bytes the scan will read (payload only, or whole files with sha256).
+uint64_t scan_total_bytes(const ModelView& view, const ScanRequest& request);
+
+}  // namespace ckpt

@@ -1,0 +1,151 @@
+#include "validate/validate.h"
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "formats/loader.h"
+#include "io/hash.h"
+#include "profiles/registry.h"
+#include "validate/deep_scan.h"
+
+namespace ckpt {
+namespace {
+
+// Reads a Hub hash list: one "name sha256" (or sha256sum's "sha256  name") per line;
+// blank lines and '#' comments skipped.
+bool read_hub_list(const std::string& path, std::map<std::string, std::string>& expected, Findings& f) {
+  std::ifstream in(path);
+  if (!in) {
+    f.error("IO_OPEN", path, "", std::nullopt, "cannot read the hash list " + path);
+    return false;
+  }
+  std::string line;
+  unsigned lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    std::istringstream words(line);
+    std::string a, b;
+    if (!(words >> a) || a[0] == '#') continue;
+    words >> b;
+    if (!b.empty() && b[0] == '*') b.erase(0, 1);  // sha256sum binary-mode marker
+    std::string name = is_hex_digest(a, 64) ? b : a, hash = is_hex_digest(a, 64) ? a : b;
+    if (name.empty() || !is_hex_digest(hash, 64)) {
+      f.error("HUB_LIST_PARSE", path, "", std::nullopt,
+              "line " + std::to_string(lineno) + " is not 'name sha256' (64 hex digits)");
+      continue;
+    }
+    for (auto& c : hash) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    expected[name] = hash;
+  }
+  return true;
+}
+
+void check_hub_hashes(const std::string& list, ValidationReport& report) {
+  std::map<std::string, std::string> expected;
+  if (!read_hub_list(list, expected, report.findings)) return;
+  for (auto& file : report.files) {
+    auto it = expected.find(file.name);
+    if (it == expected.end()) {
+      file.hub_status = "extra";
+      report.findings.warning("HUB_FILE_NOT_LISTED", file.name, "", std::nullopt,
+                              file.name + " is not in the hash list " + list);
+      continue;
+    }
+    file.expected_sha256 = it->second;
+    file.hub_status = file.sha256 == it->second ? "ok" : "mismatch";
+    if (file.hub_status == "mismatch")
+      report.findings.error("HUB_SHA256_MISMATCH", file.name, "", std::nullopt,
+                            file.name + " has SHA-256 " + file.sha256 + " but the hash list expects " + it->second);
+    expected.erase(it);
+  }
+  for (const auto& [name, hash] : expected) {
+    FileReport missing;
+    missing.name = name;
+    missing.expected_sha256 = hash;
+    missing.hub_status = "missing";
+    report.files.push_back(missing);
+    report.findings.error("HUB_FILE_MISSING", name, "", std::nullopt,
+                          name + " is in the hash list but not in the checkpoint");
+  }
+}
+
+void fill_inventory(const LoadedModel& model, ValidationReport& report) {
+  report.format = model.format == ModelFormat::gguf ? "gguf" : "safetensors";
+  for (size_t i = 0; i < model.view.files.size(); ++i) {
+    FileReport fr;
+    fr.name = model.view.files[i];
+    std::error_code ec;
+    fr.size = std::filesystem::file_size(model.view.file_paths[i], ec);
+    report.files.push_back(fr);
+  }
+  report.tensor_count = model.view.tensors.size();
+  for (const auto& t : model.view.tensors) {
+    report.payload_bytes += t.nbytes;
+    TensorReport tr;
+    tr.file = model.view.files[t.file];
+    tr.name = t.name;
+    tr.type = t.type;
+    tr.shape = t.shape;
+    tr.offset = t.offset;
+    tr.nbytes = t.nbytes;
+    report.tensors.push_back(std::move(tr));
+  }
+}
+
+void run_scan(const LoadedModel& model, const ValidateOptions& options, ValidationReport& report) {
+  ScanRequest req;
+  req.values = options.deep;
+  req.sha256 = options.sha256;
+  uint64_t total = scan_total_bytes(model.view, req);
+  std::atomic<uint64_t> done{0};
+  if (options.progress)
+    req.on_progress = [&](uint64_t n) { options.progress(done.fetch_add(n) + n, total); };
+  std::vector<TensorScanResult> results;
+  std::vector<FileScanResult> files;
+  scan_model(model.view, req, results, files, report.findings);
+  for (size_t i = 0; i < files.size(); ++i) {
+    report.bytes_read += files[i].bytes_read;
+    report.files[i].sha256 = files[i].sha256;
+  }
+  if (!options.deep) return;
+  report_value_findings(model.view, results, report.findings);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].scanned) continue;
+    report.tensors[i].xxh3 = xxh3_hex(results[i].xxh3);
+    report.tensors[i].nan = results[i].nan;
+    report.tensors[i].inf = results[i].inf;
+  }
+}
+
+}  // namespace
+
+ValidationReport validate_path(const std::string& path, const ValidateOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  ValidationReport report;
+  report.path = path;
+  report.deep = options.deep;
+  report.sha256 = options.sha256 || !options.hub_sha256_file.empty();
+  StReadOptions read_options;
+  read_options.mode = options.mode;
+  LoadedModel model;
+  if (load_model(path, read_options, model, report.findings)) {
+    fill_inventory(model, report);
+    report.profile = options.profile == "auto" ? detect_profile(model) : options.profile;
+    run_profile(report.profile, model, report.findings);
+    if (options.deep || report.sha256) {
+      ValidateOptions scan_options = options;
+      scan_options.sha256 = report.sha256;
+      run_scan(model, scan_options, report);
+    }
+    if (!options.hub_sha256_file.empty()) check_hub_hashes(options.hub_sha256_file, report);
+  }
+  report.findings.sort_stable();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Runs ckpt on fixtures and checks every --json output against schemas/*.schema.json.
+
+Usage: check_schemas.py CKPT SOURCE_DIR FIXTURES_DIR. Exit 0 when every document validates."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import jsonschema
+
+
+def main() -> int:
+    ckpt, source, fixtures = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+    schemas = {p.name: json.loads(p.read_text()) for p in (source / "schemas").glob("*.schema.json")}
+    runs = [
+        ("validation-report.schema.json", ["validate", "--json", "-", str(fixtures / "oracle/dsv4-tiny")]),
+        ("validation-report.schema.json", ["validate", "--deep", "--sha256", "--json", "-", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
+        ("validation-report.schema.json", ["validate", "--profile", "generic", "--json", "-", str(fixtures / "oracle/dsv4-edge")]),
+        ("validation-report.schema.json", ["validate", "--json", "-", "/nonexistent"]),
+        ("inspect.schema.json", ["inspect", "--json", str(fixtures / "oracle/dsv4-tiny")]),
+        ("inspect.schema.json", ["inspect", "--json", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
+    ]
+    failed = 0
+    for schema_name, args in runs:
+        out = subprocess.run([ckpt, *args], capture_output=True, text=True).stdout
+        try:
+            doc = json.loads(out)
+            jsonschema.Draft202012Validator(schemas[schema_name]).validate(doc)
+            print(f"ok   {schema_name}: ckpt {' '.join(args)}")
+        except Exception as e:  # a failure names the run and the first violation
+            failed += 1
+            print(f"FAIL {schema_name}: ckpt {' '.join(args)}: {str(e)[:400]}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+#include "test_util.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace ckpt::test {
+
+std::string fixture(const std::string& rel) { return std::string(CKPT_FIXTURES_DIR) + "/" + rel; }
+
+TempDir::TempDir() {
+  std::random_device rd;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto p = fs::temp_directory_path() / ("ckpt-test-" + std::to_string(rd()));
+    std::error_code ec;
+    if (fs::create_directory(p, ec)) {
+      path_ = p;
+      return;
+    }
+  }
+  throw std::runtime_error("cannot create a temporary directory");
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+void copy_tree(const std::string& from, const std::string& to) {
+  fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  if (!fs::is_directory(to)) {
+    fs::permissions(to, fs::perms::owner_write, fs::perm_options::add);
+    return;
+  }
+  for (auto& e : fs::recursive_directory_iterator(to))
+    fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  fs::permissions(to, fs::perms::owner_write, fs::perm_options::add);
+}
+
+std::vector<uint8_t> make_safetensors(const std::string& header_json, const std::vector<uint8_t>& payload,
+                                      bool pad) {
+  std::string h = header_json;
+  if (pad)
+    while (h.size() % 8 != 0) h += ' ';
+  std::vector<uint8_t> out(8);
+  uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
+static std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+RunResult run_ckpt(const std::string& args) {
+  TempDir tmp;
+  std::string out = tmp.str("out"), err = tmp.str("err");
+  std::string cmd = std::string(CKPT_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace ckpt::test

@@ -1,0 +1,48 @@
+// Shared helpers for the test suite: fixture paths, scratch directories,
+// byte-level file surgery, and running the ckpt binary.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ckpt::test {
+
+// ../shared/fixtures/<rel> (read-only: copy before damaging).
+std::string fixture(const std::string& rel);
+
+// A fresh directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string str(const std::string& rel = "") const { return rel.empty() ? path_.string() : (path_ / rel).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::vector<uint8_t> read_file(const std::string& path);
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
+void write_text(const std::string& path, const std::string& text);
+// Copies a file or a whole directory (recursively); the copy is writable.
+void copy_tree(const std::string& from, const std::string& to);
+
+// Builds a safetensors file from a header JSON text and a payload (header padded with
+// spaces to a multiple of 8 unless pad == false).
+std::vector<uint8_t> make_safetensors(const std::string& header_json, const std::vector<uint8_t>& payload,
+                                      bool pad = true);
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs the built ckpt binary with `args` (shell-quoted by the caller where needed).
+RunResult run_ckpt(const std::string& args);
+
+}  // namespace ckpt::test
