@@ -9,9 +9,20 @@
 #include <stdexcept>
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
 namespace fs = std::filesystem;
 
 namespace ckpt::test {
+
+std::unique_ptr<LoadedModel> load_model_checked(const std::string& path) {
+  auto model = std::make_unique<LoadedModel>();
+  Findings findings;
+  EXPECT_TRUE(load_model(path, StReadOptions{}, *model, findings)) << path;
+  for (const auto& f : findings.items())
+    EXPECT_NE(f.severity, Severity::error) << path << ": " << f.code << " " << f.message;
+  return model;
+}
 
 std::string fixture(const std::string& rel) { return std::string(CKPT_FIXTURES_DIR) + "/" + rel; }
 
@@ -36,7 +47,9 @@ TempDir::~TempDir() {
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  std::vector<uint8_t> bytes(fs::file_size(path));  // one allocation of the exact size
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return bytes;
 }
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {

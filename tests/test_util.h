@@ -5,9 +5,16 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <memory>
 #include <vector>
 
+#include "formats/loader.h"
+
 namespace ckpt::test {
+
+// Opens a checkpoint directory, .safetensors or .gguf file with the library's own loader
+// (the same code the CLI runs) and fails the current test when it reports errors.
+std::unique_ptr<LoadedModel> load_model_checked(const std::string& path);
 
 // ../shared/fixtures/<rel> (read-only: copy before damaging).
 std::string fixture(const std::string& rel);

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -154,11 +153,26 @@ struct ShardNumber {
   unsigned index = 0, count = 0;
 };
 
+// Five decimal digits at s[at, at + 5).
+std::optional<unsigned> five_digits(const std::string& s, size_t at) {
+  unsigned v = 0;
+  for (size_t i = at; i < at + 5; ++i) {
+    if (s[i] < '0' || s[i] > '9') return std::nullopt;
+    v = v * 10 + static_cast<unsigned>(s[i] - '0');
+  }
+  return v;
+}
+
+// "model-%05d-of-%05d.safetensors" (huggingface_hub's shard naming).
 std::optional<ShardNumber> parse_shard_name(const std::string& name) {
-  static const std::regex pattern(R"(model-(\d{5})-of-(\d{5})\.safetensors)");
-  std::smatch m;
-  if (!std::regex_match(name, m, pattern)) return std::nullopt;
-  return ShardNumber{static_cast<unsigned>(std::stoul(m[1])), static_cast<unsigned>(std::stoul(m[2]))};
+  static const std::string prefix = "model-", middle = "-of-", suffix = ".safetensors";
+  if (name.size() != prefix.size() + 5 + middle.size() + 5 + suffix.size()) return std::nullopt;
+  if (name.compare(0, prefix.size(), prefix) != 0 || name.compare(11, middle.size(), middle) != 0 ||
+      !ends_with(name, suffix))
+    return std::nullopt;
+  auto index = five_digits(name, 6), count = five_digits(name, 15);
+  if (!index || !count) return std::nullopt;
+  return ShardNumber{*index, *count};
 }
 
 // model-%05d-of-%05d.safetensors: one N everywhere, every i in 1..N present.

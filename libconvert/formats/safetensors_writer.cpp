@@ -12,6 +12,7 @@
 
 #include "core/checked_math.h"
 #include "formats/json.h"
+#include "io/atomic_file.h"
 
 namespace ckpt {
 namespace {
@@ -63,82 +64,7 @@ bool check_names(const std::vector<WriterTensor>& tensors, std::string& error) {
   return true;
 }
 
-bool write_all(int fd, const uint8_t* data, size_t len, std::string& error) {
-  while (len > 0) {
-    ssize_t n = ::write(fd, data, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = "write failed: " + errno_text(n < 0 ? errno : EIO);
-      return false;
-    }
-    data += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// fsync of the directory makes the rename itself durable. Best effort.
-void sync_directory(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-// Owns a temporary sibling of the destination until commit(); removes it otherwise.
-class TempOutput {
- public:
-  explicit TempOutput(const std::string& dest) : dest_(dest) {
-    std::filesystem::path p(dest);
-    tmp_ = (p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
-  }
-  ~TempOutput() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_ && opened_) ::unlink(tmp_.c_str());
-  }
-  TempOutput(const TempOutput&) = delete;
-  TempOutput& operator=(const TempOutput&) = delete;
-
-  bool open(std::string& error) {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-      error = "cannot create " + tmp_ + ": " + errno_text(errno);
-      return false;
-    }
-    opened_ = true;
-    return true;
-  }
-  int fd() const { return fd_; }
-
-  bool commit(std::string& error) {
-    if (::fsync(fd_) != 0) {
-      error = "fsync " + tmp_ + " failed: " + errno_text(errno);
-      return false;
-    }
-    int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) {
-      error = "close " + tmp_ + " failed: " + errno_text(errno);
-      return false;
-    }
-    if (::rename(tmp_.c_str(), dest_.c_str()) != 0) {
-      error = "cannot rename " + tmp_ + " to " + dest_ + ": " + errno_text(errno);
-      return false;
-    }
-    committed_ = true;
-    sync_directory(dest_);
-    return true;
-  }
-
- private:
-  std::string dest_, tmp_;
-  int fd_ = -1;
-  bool opened_ = false;
-  bool committed_ = false;
-};
-
-bool write_payload(int fd, const std::vector<WriterTensor>& tensors, const TensorFill& fill, size_t chunk_bytes,
+bool write_payload(AtomicOutput& out, const std::vector<WriterTensor>& tensors, const TensorFill& fill, size_t chunk_bytes,
                    std::string& error) {
   size_t chunk = std::max<size_t>(8, (chunk_bytes + 7) / 8 * 8);
   std::vector<uint8_t> buf;
@@ -151,7 +77,7 @@ bool write_payload(int fd, const std::vector<WriterTensor>& tensors, const Tenso
         error = "tensor " + t.name + ": " + fill_error;
         return false;
       }
-      if (!write_all(fd, buf.data(), n, error)) return false;
+      if (!out.write(buf.data(), n, error)) return false;
     }
   }
   return true;
@@ -216,12 +142,12 @@ bool write_safetensors(const std::string& path, std::vector<WriterTensor> tensor
     error = "file size overflows";
     return false;
   }
-  TempOutput out(path);
+  AtomicOutput out(path);
   if (!out.open(error)) return false;
   uint8_t prefix[8];
   for (int i = 0; i < 8; ++i) prefix[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
-  if (!write_all(out.fd(), prefix, 8, error) ||
-      !write_all(out.fd(), reinterpret_cast<const uint8_t*>(header.data()), header.size(), error)) {
+  if (!out.write(prefix, 8, error) ||
+      !out.write(reinterpret_cast<const uint8_t*>(header.data()), header.size(), error)) {
     error = path + ": " + error;
     return false;
   }
@@ -230,17 +156,7 @@ bool write_safetensors(const std::string& path, std::vector<WriterTensor> tensor
       error = "cannot extend " + path + " to " + std::to_string(*total) + " bytes: " + errno_text(errno);
       return false;
     }
-  } else if (!write_payload(out.fd(), tensors, fill, options.chunk_bytes, error)) {
-    error = path + ": " + error;
-    return false;
-  }
-  return out.commit(error);
-}
-
-bool write_file_atomic(const std::string& path, std::string_view text, std::string& error) {
-  TempOutput out(path);
-  if (!out.open(error)) return false;
-  if (!write_all(out.fd(), reinterpret_cast<const uint8_t*>(text.data()), text.size(), error)) {
+  } else if (!write_payload(out, tensors, fill, options.chunk_bytes, error)) {
     error = path + ": " + error;
     return false;
   }

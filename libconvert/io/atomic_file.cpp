@@ -7,51 +7,80 @@
 #include <unistd.h>
 
 namespace ckpt {
+namespace {
 
-bool fsync_parent_dir(const std::string& path, std::string& error) {
-  auto dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    error = "cannot open directory " + dir.string() + ": " + std::strerror(errno);
+std::string errno_text(int err) { return std::strerror(err); }
+
+// fsync of the directory makes the rename itself durable. Best effort.
+void sync_directory(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+AtomicOutput::AtomicOutput(const std::string& dest) : dest_(dest) {
+  std::filesystem::path p(dest);
+  tmp_ = (p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && opened_) ::unlink(tmp_.c_str());
+}
+
+bool AtomicOutput::open(std::string& error) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    error = "cannot create " + tmp_ + ": " + errno_text(errno);
     return false;
   }
-  bool ok = ::fsync(fd) == 0;
-  if (!ok) error = "cannot fsync directory " + dir.string() + ": " + std::strerror(errno);
-  ::close(fd);
-  return ok;
+  opened_ = true;
+  return true;
+}
+
+bool AtomicOutput::write(const uint8_t* data, size_t len, std::string& error) {
+  while (len > 0) {
+    ssize_t n = ::write(fd_, data, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = "cannot write " + tmp_ + ": " + errno_text(n < 0 ? errno : EIO);
+      return false;
+    }
+    data += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool AtomicOutput::commit(std::string& error) {
+  if (::fsync(fd_) != 0) {
+    error = "fsync " + tmp_ + " failed: " + errno_text(errno);
+    return false;
+  }
+  int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) {
+    error = "close " + tmp_ + " failed: " + errno_text(errno);
+    return false;
+  }
+  if (::rename(tmp_.c_str(), dest_.c_str()) != 0) {
+    error = "cannot rename " + tmp_ + " to " + dest_ + ": " + errno_text(errno);
+    return false;
+  }
+  committed_ = true;
+  sync_directory(dest_);
+  return true;
 }
 
 bool write_file_atomic(const std::string& path, std::string_view content, std::string& error) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = "cannot create " + tmp + ": " + std::strerror(errno);
-    return false;
-  }
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = "cannot write " + tmp + ": " + std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    error = "cannot flush " + tmp + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return fsync_parent_dir(path, error);
+  AtomicOutput out(path);
+  if (!out.open(error)) return false;
+  if (!out.write(reinterpret_cast<const uint8_t*>(content.data()), content.size(), error)) return false;
+  return out.commit(error);
 }
 
 }  // namespace ckpt

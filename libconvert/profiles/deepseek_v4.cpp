@@ -22,7 +22,9 @@ using simdjson::dom::element;
 constexpr const char* kProfileStem = "deepseek-v4-flash";
 // Bound on the expanded catalogue: 0731 has 72,317 tensors; a config asking for
 // millions (E = 10^9 experts) must be rejected before it exhausts memory.
-constexpr size_t kMaxCatalogue = 4'000'000;
+// 2.7x DeepSeek-V4-Pro's 149,782 tensors; a hostile config cannot make the catalogue
+// (about 150 B per entry) grow past ~60 MB.
+constexpr size_t kMaxCatalogue = 400'000;
 // Per-code cap on catalogue findings: one missing block must not produce 10,000 lines.
 constexpr size_t kFindingCap = 50;
 

@@ -8,6 +8,7 @@
 #include "core/findings.h"
 #include "formats/json.h"
 #include "formats/safetensors_writer.h"
+#include "io/atomic_file.h"
 #include "profiles/deepseek_v4.h"
 
 namespace ckpt {

@@ -1,7 +1,9 @@
-// The byte-reading pass of `validate --deep` / `--sha256`: reads each file once,
-// sequentially, in chunks of at most kScanChunkBytes, through a three-stage TBB
-// pipeline (read -> value checks in parallel -> in-order hashing). Peak memory is
-// threads x kScanTokens x kScanChunkBytes, whatever the shard size.
+// The byte-reading pass of `validate --deep` / `--sha256`: every byte is read once
+// from a read-only mapping, in steps of at most kScanChunkBytes. --deep alone
+// spreads tensors over all cores (each tensor hashed in order); --sha256 walks each
+// file in order (files in parallel) and checks the tensors it meets on the way.
+// Consumed pages are dropped from the mapping after each step, so the resident set
+// is about threads x kScanChunkBytes whatever the shard size, and nothing is copied.
 #pragma once
 
 #include <atomic>
@@ -17,7 +19,6 @@
 namespace ckpt {
 
 inline constexpr uint32_t kScanChunkBytes = 8u << 20;
-inline constexpr size_t kScanTokens = 4;
 
 struct TensorScanResult {
   bool scanned = false;

@@ -9,8 +9,8 @@ namespace ckpt {
 namespace {
 
 void append_u_escape(std::string& out, uint32_t unit) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "\\u%04x", unit);
+  char buf[16];  // "\\uXXXX" needs 7; room for the compiler's worst case of a 32-bit value
+  std::snprintf(buf, sizeof buf, "\\u%04x", unit & 0xFFFFu);
   out += buf;
 }
 

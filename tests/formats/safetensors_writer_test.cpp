@@ -1,4 +1,5 @@
 #include "formats/safetensors_writer.h"
+#include "io/atomic_file.h"
 
 #include <cstring>
 #include <map>

@@ -18,53 +18,12 @@ namespace {
 
 using test::fixture;
 
-// ---- test-local checkpoint loader (header = 8-byte LE length + JSON), until the
-// project's reader is wired in. Not a validator: fixtures are known-good files.
 struct Loaded {
   JsonDoc config;
   ModelView view;
 };
 
-std::unique_ptr<Loaded> load_checkpoint(const std::string& dir) {
-  auto m = std::make_unique<Loaded>();
-  std::vector<std::string> shards;
-  for (auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".safetensors") shards.push_back(e.path().string());
-  std::sort(shards.begin(), shards.end());
-  simdjson::dom::parser parser;
-  for (const auto& path : shards) {
-    auto bytes = test::read_file(path);
-    uint64_t n = 0;
-    for (int i = 0; i < 8; ++i) n |= uint64_t{bytes.at(i)} << (8 * i);
-    std::string header(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(n));
-    uint32_t file = static_cast<uint32_t>(m->view.files.size());
-    m->view.files.push_back(std::filesystem::path(path).filename().string());
-    m->view.file_paths.push_back(path);
-    simdjson::dom::object obj = parser.parse(header).get_object().value();
-    for (auto [key, val] : obj) {
-      if (key == "__metadata__") continue;
-      ModelTensor t;
-      t.name = std::string(key);
-      t.type = std::string(val["dtype"].get_string().value());
-      t.dtype = dtype_from_name(t.type);
-      simdjson::dom::array dims = val["shape"].get_array().value();
-      for (auto d : dims) t.shape.push_back(d.get_uint64().value());
-      auto offs = val["data_offsets"].get_array().value();
-      uint64_t b = offs.at(0).get_uint64().value(), e = offs.at(1).get_uint64().value();
-      t.file = file;
-      t.offset = 8 + n + b;
-      t.nbytes = e - b;
-      m->view.add(std::move(t));
-    }
-  }
-  std::string cfg = dir + "/config.json";
-  if (std::filesystem::exists(cfg)) {
-    auto text = test::read_file(cfg);
-    std::string err;
-    if (m->config.parse(std::string(text.begin(), text.end()), err)) m->view.config = &m->config;
-  }
-  return m;
-}
+std::unique_ptr<LoadedModel> load_checkpoint(const std::string& dir) { return test::load_model_checked(dir); }
 
 // A ModelView holding exactly the catalogue (no files), for fast in-memory checks.
 std::unique_ptr<Loaded> view_of_catalogue(const std::string& config_text) {
@@ -125,7 +84,7 @@ TEST(DeepseekV4, CatalogueEqualsDsv4TinyHeadersExactly) {
   ASSERT_NE(m->view.config, nullptr);
   Findings f;
   std::vector<ExpectedTensor> cat;
-  ASSERT_TRUE(dsv4_expected_catalogue(m->config.root(), "config.json", f, cat)) << errors_of(f);
+  ASSERT_TRUE(dsv4_expected_catalogue(m->view.config->root(), "config.json", f, cat)) << errors_of(f);
   EXPECT_EQ(f.items().size(), 0u) << errors_of(f);
   std::map<std::string, std::pair<std::string, std::vector<uint64_t>>> want, got;
   for (auto& e : cat) want[e.name] = {e.dtype, e.shape};

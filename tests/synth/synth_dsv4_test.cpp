@@ -21,59 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Test-local: headers of every shard (8-byte LE length + JSON), read with pread-sized
-// reads so sparse 3.6 GB shards are never loaded.
-struct Loaded {
-  JsonDoc config;
-  ModelView view;
-  std::vector<uint64_t> header_len;
-};
-
-std::string read_prefix(const std::string& path, size_t n) {
-  std::FILE* fp = std::fopen(path.c_str(), "rb");
-  std::string s(n, '\0');
-  size_t got = fp ? std::fread(s.data(), 1, n, fp) : 0;
-  if (fp) std::fclose(fp);
-  s.resize(got);
-  return s;
-}
-
-std::unique_ptr<Loaded> load_headers(const std::string& dir) {
-  auto m = std::make_unique<Loaded>();
-  std::vector<std::string> shards;
-  for (auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".safetensors") shards.push_back(e.path().string());
-  std::sort(shards.begin(), shards.end());
-  simdjson::dom::parser parser;
-  for (const auto& path : shards) {
-    std::string prefix = read_prefix(path, 8);
-    uint64_t n = 0;
-    for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<uint8_t>(prefix.at(i))} << (8 * i);
-    std::string header = read_prefix(path, 8 + n).substr(8);
-    uint32_t file = static_cast<uint32_t>(m->view.files.size());
-    m->view.files.push_back(fs::path(path).filename().string());
-    m->view.file_paths.push_back(path);
-    m->header_len.push_back(n);
-    simdjson::dom::object obj = parser.parse(header).get_object().value();
-    for (auto [key, val] : obj) {
-      ModelTensor t;
-      t.name = std::string(key);
-      t.type = std::string(val["dtype"].get_string().value());
-      t.dtype = dtype_from_name(t.type);
-      simdjson::dom::array dims = val["shape"].get_array().value();
-      for (auto d : dims) t.shape.push_back(d.get_uint64().value());
-      auto offs = val["data_offsets"].get_array().value();
-      t.file = file;
-      t.offset = 8 + n + offs.at(0).get_uint64().value();
-      t.nbytes = offs.at(1).get_uint64().value() - offs.at(0).get_uint64().value();
-      m->view.add(std::move(t));
-    }
-  }
-  auto text = test::read_file(dir + "/config.json");
-  std::string err;
-  if (m->config.parse(std::string(text.begin(), text.end()), err)) m->view.config = &m->config;
-  return m;
-}
+// Headers only, through the library loader: sparse 3.6 GB shards are never read.
+std::unique_ptr<LoadedModel> load_headers(const std::string& dir) { return test::load_model_checked(dir); }
 
 std::string dump(const Findings& f) {
   std::string s;
@@ -111,7 +60,7 @@ TEST(SynthDsv4, Sparse0731MatchesPublishedStructure) {
   EXPECT_EQ(per_shard[45], 1568u);
   EXPECT_EQ(per_shard[46], 1565u);
   EXPECT_EQ(per_shard[47], 1572u);
-  EXPECT_EQ(m->header_len[0], 88u);
+  EXPECT_EQ(m->checkpoint.shards[0].header->header_len, 88u);
   EXPECT_EQ(m->view.find("layers.7.attn.wq_a.weight")->file, 8u);  // layer L in shard L+2
 
   uint64_t file_bytes = 0, blocks = 0;
@@ -147,7 +96,7 @@ TEST(SynthDsv4, Sparse0731MatchesPublishedStructure) {
 }
 
 // Every payload byte of a tiny synth is valid for its dtype.
-void expect_valid_payload(const Loaded& m, uint64_t experts) {
+void expect_valid_payload(const LoadedModel& m, uint64_t experts) {
   for (const auto& t : m.view.tensors) {
     auto file = test::read_file(m.view.file_paths[t.file]);
     const uint8_t* p = file.data() + t.offset;

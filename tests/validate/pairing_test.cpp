@@ -14,38 +14,6 @@ namespace {
 
 using test::fixture;
 
-// Test-local: the tensors of every shard in `dir` from their headers (8-byte LE length
-// + JSON). Fixtures are known-good, so this does no validation of its own.
-ModelView load_view(const std::string& dir) {
-  ModelView v;
-  std::vector<std::string> shards;
-  for (auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".safetensors") shards.push_back(e.path().string());
-  std::sort(shards.begin(), shards.end());
-  simdjson::dom::parser parser;
-  for (const auto& path : shards) {
-    auto bytes = test::read_file(path);
-    uint64_t n = 0;
-    for (int i = 0; i < 8; ++i) n |= uint64_t{bytes.at(i)} << (8 * i);
-    std::string header(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(n));
-    uint32_t file = static_cast<uint32_t>(v.files.size());
-    v.files.push_back(std::filesystem::path(path).filename().string());
-    v.file_paths.push_back(path);
-    simdjson::dom::object obj = parser.parse(header).get_object().value();
-    for (auto [key, val] : obj) {
-      if (key == "__metadata__") continue;
-      ModelTensor t;
-      t.name = std::string(key);
-      t.type = std::string(val["dtype"].get_string().value());
-      t.dtype = dtype_from_name(t.type);
-      simdjson::dom::array dims = val["shape"].get_array().value();
-      for (auto d : dims) t.shape.push_back(d.get_uint64().value());
-      t.file = file;
-      v.add(std::move(t));
-    }
-  }
-  return v;
-}
 
 std::string dump(const Findings& f) {
   std::string s;
@@ -56,7 +24,8 @@ std::string dump(const Findings& f) {
 }
 
 TEST(Pairing, Dsv4EdgeGenericGivesExactlyOneError) {
-  ModelView v = load_view(fixture("oracle/dsv4-edge"));
+  auto loaded = test::load_model_checked(fixture("oracle/dsv4-edge"));
+  const ModelView& v = loaded->view;
   Findings f;
   check_fp8_pairing(v, PairingOptions{}, f);
   ASSERT_EQ(f.count(Severity::error), 1u) << dump(f);
@@ -78,7 +47,8 @@ TEST(Pairing, Dsv4EdgeGenericGivesExactlyOneError) {
 }
 
 TEST(Pairing, Dsv4EdgeWithBareNamesAllowedPasses) {
-  ModelView v = load_view(fixture("oracle/dsv4-edge"));
+  auto loaded = test::load_model_checked(fixture("oracle/dsv4-edge"));
+  const ModelView& v = loaded->view;
   PairingOptions o;
   o.allow_bare_fp8_names = true;
   Findings f;
@@ -87,14 +57,16 @@ TEST(Pairing, Dsv4EdgeWithBareNamesAllowedPasses) {
 }
 
 TEST(Pairing, Dsv3TinyWeightScaleInvPasses) {
-  ModelView v = load_view(fixture("oracle/dsv3-tiny"));
+  auto loaded = test::load_model_checked(fixture("oracle/dsv3-tiny"));
+  const ModelView& v = loaded->view;
   Findings f;
   check_fp8_pairing(v, PairingOptions{}, f);
   EXPECT_EQ(f.items().size(), 0u) << dump(f);
 }
 
 TEST(Pairing, Dsv4TinyPassesAndFailsWithWrongBlockSize) {
-  ModelView v = load_view(fixture("oracle/dsv4-tiny"));
+  auto loaded = test::load_model_checked(fixture("oracle/dsv4-tiny"));
+  const ModelView& v = loaded->view;
   Findings ok;
   check_fp8_pairing(v, PairingOptions{}, ok);
   EXPECT_EQ(ok.items().size(), 0u) << dump(ok);
@@ -108,7 +80,8 @@ TEST(Pairing, Dsv4TinyPassesAndFailsWithWrongBlockSize) {
 
 // QW's output on dsv4-edge keeps BF16 leftovers of scales it could not pair.
 TEST(Pairing, QwEdgeOutputHasStrayScales) {
-  ModelView v = load_view(fixture("oracle/dsv4-edge.qw-bf16"));
+  auto loaded = test::load_model_checked(fixture("oracle/dsv4-edge.qw-bf16"));
+  const ModelView& v = loaded->view;
   Findings f;
   check_fp8_pairing(v, PairingOptions{}, f);
   EXPECT_GE(f.count_code("SCALE_STRAY"), 1u) << dump(f);

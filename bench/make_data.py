@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Writes a safetensors checkpoint of real (random, valid) data for benchmarks:
+SHARDS shards of about SHARD_MB MB each, mixing the dtypes of a DeepSeek-V4 shard
+(I8 experts, F8_E4M3 + F8_E8M0 pairs, BF16, F32), with an index. Values are valid:
+no NaN/Inf, no E4M3 0x7F/0xFF, no E8M0 0xFF. Usage: make_data.py OUT [SHARDS] [SHARD_MB]"""
+import json
+import os
+import struct
+import sys
+
+E4M3_OK = bytes(b if (b & 0x7F) != 0x7F else b - 1 for b in range(256))
+E8M0_OK = bytes(0x7F if b == 0xFF else b for b in range(256))
+BF16_HI_OK = bytes(b & 0xBF for b in range(256))  # clears an exponent bit: finite
+F32_HI_OK = BF16_HI_OK
+
+
+def payload(dtype, n):
+    raw = bytearray(os.urandom(n))
+    if dtype == "F8_E4M3":
+        return bytes(raw).translate(E4M3_OK)
+    if dtype == "F8_E8M0":
+        return bytes(raw).translate(E8M0_OK)
+    if dtype == "BF16":
+        raw[1::2] = bytes(raw[1::2]).translate(BF16_HI_OK)
+    if dtype == "F32":
+        raw[3::4] = bytes(raw[3::4]).translate(F32_HI_OK)
+    return bytes(raw)
+
+
+def write_shard(path, tensors):
+    header, offset = {}, 0
+    for name, dtype, shape, nbytes in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":"))
+    text += " " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text.encode())
+        for name, dtype, shape, nbytes in tensors:
+            left = nbytes
+            while left:
+                step = min(left, 64 << 20)
+                f.write(payload(dtype, step))
+                left -= step
+    return offset
+
+
+def main():
+    out = sys.argv[1]
+    shards = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    shard_mb = int(sys.argv[3]) if len(sys.argv) > 3 else 256
+    os.makedirs(out, exist_ok=True)
+    weight_map, total = {}, 0
+    experts = max(1, shard_mb // 8)  # each expert triple is ~8 MB
+    for s in range(1, shards + 1):
+        name = f"model-{s:05d}-of-{shards:05d}.safetensors"
+        tensors = []
+        for e in range(experts):
+            for w, shape in (("w1", [2048, 1024]), ("w3", [2048, 1024]), ("w2", [2048, 1024])):
+                base = f"layers.{s}.ffn.experts.{e}.{w}"
+                tensors.append((base + ".weight", "I8", shape, shape[0] * shape[1]))
+                tensors.append((base + ".scale", "F8_E8M0", [shape[0], 64], shape[0] * 64))
+        tensors.append((f"layers.{s}.attn.wq_a.weight", "F8_E4M3", [2048, 4096], 2048 * 4096))
+        tensors.append((f"layers.{s}.attn.wq_a.scale", "F8_E8M0", [16, 32], 16 * 32))
+        tensors.append((f"layers.{s}.attn.compressor.wkv.weight", "BF16", [1024, 4096], 1024 * 4096 * 2))
+        tensors.append((f"layers.{s}.hc_attn_fn", "F32", [24, 16384], 24 * 16384 * 4))
+        total += write_shard(os.path.join(out, name), tensors)
+        for t in tensors:
+            weight_map[t[0]] = name
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2, sort_keys=True)
+    print(f"wrote {shards} shards, {total} payload bytes to {out}")
+
+
+if __name__ == "__main__":
+    main()
