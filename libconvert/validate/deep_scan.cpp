@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <memory>
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <tbb/parallel_for.h>
@@ -28,28 +27,29 @@ uint64_t cut_unit(const ModelTensor& t) {
   return 1;
 }
 
-// Drops already-consumed pages of a read-only file mapping from this process, so the
-// resident set stays bounded by the steps in flight, not by the shard size. The page
-// cache keeps them; a later access just faults them back in.
-void release_pages(const uint8_t* begin, const uint8_t* end) {
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t b = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
-  uintptr_t e = reinterpret_cast<uintptr_t>(end) & ~(page - 1);
-  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-}
+// Reads steps of a file with pread into a per-thread buffer small enough to stay in
+// the core's cache while it is hashed and checked: one copy out of the page cache (as
+// `cat` does), no page-table work, and a shrinking file is a clean I/O error instead
+// of a SIGBUS on a mapping.
+class StepReader {
+ public:
+  explicit StepReader(const MappedFile& file) : file_(file) {}
+  // bytes [off, off + n) of the file, n <= kScanStepBytes.
+  bool read(uint64_t off, uint64_t n, std::span<const uint8_t>& out, std::string& error) {
+    thread_local std::vector<uint8_t> buffer;
+    if (buffer.size() < n) buffer.resize(kScanStepBytes);
+    IoError err;
+    if (!file_.read_at(off, std::span<uint8_t>(buffer.data(), n), err)) {
+      error = err.message;
+      return false;
+    }
+    out = std::span<const uint8_t>(buffer.data(), n);
+    return true;
+  }
 
-// Maps a whole step's pages in one call instead of one page fault per 64 KiB
-// (Linux >= 5.14; older kernels return EINVAL and the accesses fault as usual).
-void prefault(std::span<const uint8_t> bytes) {
-#ifdef MADV_POPULATE_READ
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t b = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
-  uintptr_t e = reinterpret_cast<uintptr_t>(bytes.data() + bytes.size());
-  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_READ);
-#else
-  (void)bytes;
-#endif
-}
+ private:
+  const MappedFile& file_;
+};
 
 void merge_scan(TensorScanResult& r, const ValueScan& v, const BlockScanResult& b, uint64_t step_off) {
   auto first = v.first_bad ? v.first_bad : b.first_bad_byte;
@@ -73,18 +73,18 @@ void scan_step(const ModelTensor& t, std::span<const uint8_t> bytes, uint64_t fi
   merge_scan(r, v, b, file_off);
 }
 
-// Largest step not above kScanChunkBytes that keeps whole cut units.
-uint64_t step_size(uint64_t unit) { return std::max<uint64_t>(unit, kScanChunkBytes - kScanChunkBytes % unit); }
+// Largest step not above kScanStepBytes that keeps whole cut units.
+uint64_t step_size(uint64_t unit) { return std::max<uint64_t>(unit, kScanStepBytes - kScanStepBytes % unit); }
 
 void scan_tensor(const MappedFile& mf, const ModelTensor& t, const ScanRequest& req, TensorScanResult& r) {
   Xxh3 xxh;
+  StepReader reader(mf);
   const uint64_t step = step_size(cut_unit(t));
   for (uint64_t done = 0; done < t.nbytes;) {
     uint64_t n = std::min(step, t.nbytes - done);
-    auto bytes = mf.slice(t.offset + done, n);
-    prefault(bytes);
+    std::span<const uint8_t> bytes;
+    if (!reader.read(t.offset + done, n, bytes, r.io_error)) return;
     scan_step(t, bytes, t.offset + done, xxh, r);
-    release_pages(bytes.data(), bytes.data() + n);
     done += n;
     if (req.on_progress) req.on_progress(n);
   }
@@ -97,31 +97,31 @@ void scan_tensor(const MappedFile& mf, const ModelTensor& t, const ScanRequest& 
 void scan_file_in_order(const MappedFile& mf, const ModelView& view, const std::vector<uint32_t>& tensors,
                         const ScanRequest& req, std::vector<TensorScanResult>& results, FileScanResult& out) {
   Sha256 sha;
+  StepReader reader(mf);
   uint64_t pos = 0;
   auto advance_to = [&](uint64_t end) {  // SHA-256 over [pos, end)
     while (pos < end) {
-      uint64_t n = std::min<uint64_t>(kScanChunkBytes, end - pos);
-      auto bytes = mf.slice(pos, n);
-      prefault(bytes);
+      uint64_t n = std::min<uint64_t>(kScanStepBytes, end - pos);
+      std::span<const uint8_t> bytes;
+      if (!reader.read(pos, n, bytes, out.io_error)) return false;
       sha.update(bytes);
-      release_pages(bytes.data(), bytes.data() + n);
       pos += n;
       if (req.on_progress) req.on_progress(n);
     }
+    return true;
   };
   for (uint32_t i : tensors) {
     const ModelTensor& t = view.tensors[i];
     if (t.offset < pos) continue;  // overlaps an earlier tensor: the header check reported it
-    advance_to(t.offset);
+    if (!advance_to(t.offset)) return;
     Xxh3 xxh;
     const uint64_t step = step_size(cut_unit(t));
     for (uint64_t done = 0; done < t.nbytes;) {
       uint64_t n = std::min(step, t.nbytes - done);
-      auto bytes = mf.slice(pos, n);
-      prefault(bytes);
+      std::span<const uint8_t> bytes;
+      if (!reader.read(pos, n, bytes, out.io_error)) return;
       sha.update(bytes);
       scan_step(t, bytes, pos, xxh, results[i]);
-      release_pages(bytes.data(), bytes.data() + n);
       pos += n;
       done += n;
       if (req.on_progress) req.on_progress(n);
@@ -129,7 +129,7 @@ void scan_file_in_order(const MappedFile& mf, const ModelView& view, const std::
     results[i].xxh3 = xxh.digest();
     results[i].scanned = true;
   }
-  advance_to(mf.size());
+  if (!advance_to(mf.size())) return;
   out.sha256 = sha.hex_digest();
   out.bytes_read = mf.size();
 }
@@ -194,6 +194,17 @@ void scan_model(const ModelView& view, const ScanRequest& req, std::vector<Tenso
     scan_tensor(*maps[t.file], t, req, results[all[k]]);
   }, tbb::simple_partitioner());
   for (uint32_t i : all) files[view.tensors[i].file].bytes_read += view.tensors[i].nbytes;
+}
+
+void report_io_findings(const ModelView& view, const std::vector<TensorScanResult>& results,
+                        const std::vector<FileScanResult>& files, Findings& f) {
+  for (size_t i = 0; i < files.size(); ++i)
+    if (!files[i].io_error.empty())
+      f.error("IO_READ", view.files[i], "", std::nullopt, "read failed: " + files[i].io_error);
+  for (size_t i = 0; i < results.size(); ++i)
+    if (!results[i].io_error.empty())
+      f.error("IO_READ", view.files[view.tensors[i].file], view.tensors[i].name, view.tensors[i].offset,
+              "read failed: " + results[i].io_error);
 }
 
 void report_value_findings(const ModelView& view, const std::vector<TensorScanResult>& results, Findings& f) {

@@ -1,9 +1,9 @@
-// The byte-reading pass of `validate --deep` / `--sha256`: every byte is read once
-// from a read-only mapping, in steps of at most kScanChunkBytes. --deep alone
-// spreads tensors over all cores (each tensor hashed in order); --sha256 walks each
-// file in order (files in parallel) and checks the tensors it meets on the way.
-// Consumed pages are dropped from the mapping after each step, so the resident set
-// is about threads x kScanChunkBytes whatever the shard size, and nothing is copied.
+// The byte-reading pass of `validate --deep` / `--sha256`: every byte is read once,
+// with pread, in steps of at most kScanStepBytes into a per-thread buffer that stays in
+// the core's cache while it is hashed and checked. --deep alone spreads tensors over
+// all cores (each tensor hashed in order); --sha256 walks each file in order (files in
+// parallel) and checks the tensors it meets on the way. Payload memory is
+// threads x kScanStepBytes, whatever the shard size.
 #pragma once
 
 #include <atomic>
@@ -18,7 +18,7 @@
 
 namespace ckpt {
 
-inline constexpr uint32_t kScanChunkBytes = 8u << 20;
+inline constexpr uint64_t kScanStepBytes = 1u << 20;
 
 struct TensorScanResult {
   bool scanned = false;
@@ -27,11 +27,13 @@ struct TensorScanResult {
   uint64_t bad_block_scales = 0;  // GGUF: NaN/Inf fp16 block scales
   uint64_t bad_e8m0 = 0;          // GGUF MXFP4 block exponent 0xFF
   std::optional<uint64_t> first_bad;  // absolute file offset
+  std::string io_error;               // set when reading the tensor failed
 };
 
 struct FileScanResult {
   uint64_t bytes_read = 0;
   std::string sha256;  // when requested
+  std::string io_error;
 };
 
 struct ScanRequest {
@@ -46,6 +48,10 @@ void scan_model(const ModelView& view, const ScanRequest& request, std::vector<T
 
 // Turns scan counts into findings (DATA_NAN, DATA_INF, FP8_NAN_CODE, E8M0_RESERVED, ...).
 void report_value_findings(const ModelView& view, const std::vector<TensorScanResult>& results, Findings& f);
+
+// IO_READ findings for files or tensors whose bytes could not be read.
+void report_io_findings(const ModelView& view, const std::vector<TensorScanResult>& results,
+                        const std::vector<FileScanResult>& files, Findings& f);
 
 // Bytes the scan will read (payload only, or whole files with sha256).
 uint64_t scan_total_bytes(const ModelView& view, const ScanRequest& request);

@@ -107,6 +107,7 @@ void run_scan(const LoadedModel& model, const ValidateOptions& options, Validati
   std::vector<TensorScanResult> results;
   std::vector<FileScanResult> files;
   scan_model(model.view, req, results, files, report.findings);
+  report_io_findings(model.view, results, files, report.findings);
   for (size_t i = 0; i < files.size(); ++i) {
     report.bytes_read += files[i].bytes_read;
     report.files[i].sha256 = files[i].sha256;
