@@ -32,10 +32,11 @@ asan-build: deps
 demo: build
 	rm -rf $(DEMO_DIR)
 	./$(BUILD)/ckpt synth deepseek-v4-flash-0731 $(DEMO_DIR)/dsv4-tiny --tiny
-	./$(BUILD)/ckpt inspect $(DEMO_DIR)/dsv4-tiny
-	./$(BUILD)/ckpt validate $(DEMO_DIR)/dsv4-tiny
 	./$(BUILD)/ckpt validate --deep --sha256 --json $(DEMO_DIR)/report.json $(DEMO_DIR)/dsv4-tiny
-	@echo "JSON report: $(DEMO_DIR)/report.json"
+	./$(BUILD)/ckpt convert $(DEMO_DIR)/dsv4-tiny $(DEMO_DIR)/dsv4-tiny.bf16 --json $(DEMO_DIR)/convert.json
+	./$(BUILD)/ckpt validate --deep --reference $(DEMO_DIR)/dsv4-tiny $(DEMO_DIR)/dsv4-tiny.bf16
+	./$(BUILD)/ckpt inspect $(DEMO_DIR)/dsv4-tiny.bf16
+	@echo "reports: $(DEMO_DIR)/report.json $(DEMO_DIR)/convert.json"
 
 test-normal: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

@@ -49,3 +49,6 @@ t_sha=$(best_of_3 "$CKPT" validate -q --sha256 "$DATA/real")
 echo "sha256sum FILES:           ${t_sum} s"
 echo "ckpt validate --sha256:    ${t_sha} s"
 echo "ratio sha256 throughput:   $(ratio "$t_sum" "$t_sha")   goal >= 5"
+
+echo "== converter"
+bash "$(dirname "$0")/convert.sh" "$CKPT" "$DATA"

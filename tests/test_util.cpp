@@ -91,13 +91,16 @@ static std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-RunResult run_ckpt(const std::string& args) {
+RunResult run_ckpt(const std::string& args) { return run_ckpt_env("", args); }
+
+RunResult run_ckpt_env(const std::string& env, const std::string& args, const std::string& shell_prefix) {
   TempDir tmp;
   std::string out = tmp.str("out"), err = tmp.str("err");
-  std::string cmd = std::string(CKPT_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+  std::string cmd = shell_prefix + env + (env.empty() ? "" : " ") + std::string(CKPT_BINARY) + " " + args + " >" +
+                    out + " 2>" + err + " </dev/null";
   int status = std::system(cmd.c_str());
   RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = slurp(out);
   r.err = slurp(err);
   return r;

@@ -51,5 +51,8 @@ struct RunResult {
 };
 // Runs the built ckpt binary with `args` (shell-quoted by the caller where needed).
 RunResult run_ckpt(const std::string& args);
+// Same, with environment assignments ("A=1 B=2") and a shell prefix ("ulimit -f 100; ").
+// A run killed by signal N reports exit code 128 + N, as a shell does.
+RunResult run_ckpt_env(const std::string& env, const std::string& args, const std::string& shell_prefix = "");
 
 }  // namespace ckpt::test

@@ -1,5 +1,6 @@
 // ckpt: the command-line front end. Argument parsing and output only; every
 // check lives in libconvert. One function per subcommand; exit codes in one place.
+#include <csignal>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,9 +12,11 @@
 #include <CLI/CLI.hpp>
 #include <tbb/global_control.h>
 
+#include "convert/convert.h"
 #include "formats/loader.h"
 #include "io/atomic_file.h"
 #include "profiles/registry.h"
+#include "report/convert_report.h"
 #include "report/inspect.h"
 #include "report/validation_report.h"
 #include "synth/synth_dsv4.h"
@@ -97,7 +100,7 @@ int run_inspect(const InspectArgs& a) {
 }
 
 struct ValidateArgs {
-  std::string path, profile = "auto", json, hub, mode = "strict";
+  std::string path, profile = "auto", json, hub, mode = "strict", reference;
   bool deep = false, sha256 = false, quiet = false;
   size_t max_findings = 200;
 };
@@ -114,6 +117,7 @@ int run_validate(const ValidateArgs& a) {
   options.deep = a.deep;
   options.sha256 = a.sha256;
   options.hub_sha256_file = a.hub;
+  options.reference = a.reference;
   options.mode = parse_mode(a.mode);
   Progress progress(!a.quiet);
   options.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
@@ -123,6 +127,41 @@ int run_validate(const ValidateArgs& a) {
   if (!json_to_stdout && !a.quiet) ckpt::print_validation_human(report, std::cout, a.max_findings);
   if (!json_to_stdout && a.quiet) std::cout << ckpt::verdict_line(report) << "\n";
   return exit_code_for(report.findings);
+}
+
+struct ConvertArgs {
+  std::string input, output, experts = "keep", memory_budget = "1G", json;
+  bool dry_run = false, resume = false, overwrite = false, quiet = false;
+};
+
+int run_convert(const ConvertArgs& a) {
+  ckpt::ConvertOptions o;
+  o.input = a.input;
+  o.output = a.output;
+  o.dry_run = a.dry_run;
+  o.resume = a.resume;
+  o.overwrite = a.overwrite;
+  if (!ckpt::parse_size(a.memory_budget, o.memory_budget)) {
+    std::cerr << "ckpt convert: --memory-budget '" << a.memory_budget << "' is not a size (e.g. 1G, 512M)\n";
+    return kUsage;
+  }
+  if (a.resume && a.overwrite) {
+    std::cerr << "ckpt convert: --resume and --overwrite exclude each other\n";
+    return kUsage;
+  }
+  Progress progress(!a.quiet);
+  o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
+  auto report = ckpt::convert_checkpoint(o);
+  bool json_to_stdout = a.json == "-";
+  if (!a.json.empty() && !emit(a.json, ckpt::convert_report_json(report, o))) return kIoError;
+  if (!json_to_stdout) ckpt::print_convert_human(report, o, report.status == ckpt::ConvertStatus::ok ? std::cout : std::cerr);
+  switch (report.status) {
+    case ckpt::ConvertStatus::ok: return kOk;
+    case ckpt::ConvertStatus::input_error: return kFindings;
+    case ckpt::ConvertStatus::usage_error: return kUsage;
+    case ckpt::ConvertStatus::io_error: return kIoError;
+  }
+  return kIoError;
 }
 
 struct SynthArgs {
@@ -156,6 +195,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ckpt: validate, convert and verify large MoE model checkpoints (safetensors, GGUF)"};
   app.set_version_flag("--version", std::string("ckptkit ") + CKPT_VERSION);
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--threads) may follow the subcommand
   unsigned threads = 0;
   app.add_option("--threads", threads, "worker threads (default: all cores)");
 
@@ -173,11 +213,25 @@ int main(int argc, char** argv) {
   validate->add_flag("--deep", va.deep, "read every byte: xxh3 per tensor, NaN/Inf, reserved FP8/E8M0 codes");
   validate->add_flag("--sha256", va.sha256, "SHA-256 of every file");
   validate->add_option("--hub-sha256", va.hub, "check files against a 'name sha256' list (Hub LFS oids)");
+  validate->add_option("--reference", va.reference,
+                       "the unconverted input: check PATH as its conversion (with --deep: every byte)");
   validate->add_option("--json", va.json, "write the JSON report to FILE, or - for stdout");
   validate->add_option("--mode", va.mode, "safetensors header rules: strict (README) or compat (reference)")
       ->check(CLI::IsMember({"strict", "compat"}));
   validate->add_option("--max-findings", va.max_findings, "findings printed (0 = all; JSON has all)");
   validate->add_flag("-q,--quiet", va.quiet, "no progress, print only the verdict line");
+
+  ConvertArgs ca;
+  auto* convert = app.add_subcommand("convert", "Convert a checkpoint: block FP8 -> BF16, experts kept");
+  convert->add_option("input", ca.input, "input checkpoint directory or .safetensors file")->required();
+  convert->add_option("output", ca.output, "output directory")->required();
+  convert->add_option("--experts", ca.experts, "routed MXFP4 experts: keep")->check(CLI::IsMember({"keep"}));
+  convert->add_flag("--dry-run", ca.dry_run, "plan from the headers and print it; write nothing");
+  convert->add_option("--memory-budget", ca.memory_budget, "peak buffer memory (default 1G)");
+  convert->add_flag("--resume", ca.resume, "finish an interrupted conversion, skipping verified shards");
+  convert->add_flag("--overwrite", ca.overwrite, "allow a non-empty output directory and rewrite everything");
+  convert->add_flag("-q,--quiet", ca.quiet, "no progress bar");
+  convert->add_option("--json", ca.json, "write the JSON report (plan, totals, config) to FILE, or - for stdout");
 
   SynthArgs sa;
   auto* synth = app.add_subcommand("synth", "Write a synthetic checkpoint with a real model's exact structure");
@@ -193,11 +247,14 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? kOk : kUsage;
   }
+  // A file-size limit (RLIMIT_FSIZE) must surface as a write error (EFBIG), not kill us.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::optional<tbb::global_control> limit;
   if (threads > 0) limit.emplace(tbb::global_control::max_allowed_parallelism, threads);
 
   if (*inspect) return run_inspect(ia);
   if (*validate) return run_validate(va);
   if (*synth) return run_synth(sa);
+  if (*convert) return run_convert(ca);
   return kUsage;
 }

@@ -4,7 +4,6 @@
 #include "profiles/deepseek_v4.h"
 #include "profiles/embedded.h"
 #include "profiles/qwen3next.h"
-#include "validate/pairing.h"
 
 namespace ckpt {
 namespace {
@@ -38,27 +37,6 @@ bool rule_matches(const DetectRule& r, const LoadedModel& m) {
   return json_string(m.checkpoint.config->root(), r.key) == r.equals;
 }
 
-// FP8 block size from config.json's quantization_config.weight_block_size, or
-// DeepSeek's 128 x 128 when the checkpoint does not say.
-PairingOptions generic_pairing_options(const LoadedModel& m, Findings& f) {
-  PairingOptions o;
-  const JsonDoc* cfg = m.checkpoint.config.get();
-  auto q = cfg ? json_get(cfg->root(), "quantization_config") : std::nullopt;
-  auto block = q ? json_int_array(*q, "weight_block_size") : std::nullopt;
-  if (block && block->size() == 2 && (*block)[0] > 0 && (*block)[1] > 0) {
-    o.block_rows = static_cast<uint64_t>((*block)[0]);
-    o.block_cols = static_cast<uint64_t>((*block)[1]);
-    return o;
-  }
-  for (const auto& t : m.view.tensors)
-    if (t.dtype == Dtype::F8_E4M3) {
-      f.info("FP8_BLOCK_ASSUMED", "config.json", "", std::nullopt,
-             "no quantization_config.weight_block_size: FP8 scale grids checked against 128 x 128 blocks");
-      break;
-    }
-  return o;
-}
-
 }  // namespace
 
 std::vector<std::string> profile_names() {
@@ -66,6 +44,20 @@ std::vector<std::string> profile_names() {
   for (const auto& p : embedded_profiles())
     if (p.name != "generic") names.push_back(p.name);
   return names;
+}
+
+PairingOptions pairing_options_for(const LoadedModel& m, const std::string& profile, Findings& f) {
+  PairingOptions o;
+  o.allow_bare_fp8_names = profile == "deepseek-v4-flash";
+  const JsonDoc* cfg = m.checkpoint.config.get();
+  if (cfg && dsv4_weight_block_size(cfg->root(), o.block_rows, o.block_cols)) return o;
+  for (const auto& t : m.view.tensors)
+    if (t.dtype == Dtype::F8_E4M3) {
+      f.info("FP8_BLOCK_ASSUMED", "config.json", "", std::nullopt,
+             "no quantization_config.weight_block_size: FP8 scale grids checked against 128 x 128 blocks");
+      break;
+    }
+  return o;
 }
 
 bool is_known_profile(const std::string& name) {
@@ -103,7 +95,7 @@ void run_profile(const std::string& name, const LoadedModel& model, Findings& fi
   }
   // generic: FP8 weight/scale pairing by the .weight naming convention only.
   if (model.format == ModelFormat::safetensors)
-    check_fp8_pairing(model.view, generic_pairing_options(model, findings), findings);
+    check_fp8_pairing(model.view, pairing_options_for(model, name, findings), findings);
 }
 
 }  // namespace ckpt

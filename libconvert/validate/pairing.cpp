@@ -16,6 +16,8 @@ std::string strip(std::string_view s, std::string_view suffix) {
   return std::string(s.substr(0, s.size() - suffix.size()));
 }
 
+}  // namespace
+
 // "<block>.ffn.experts.<N>.w1.weight" (also w2, w3): the routed-expert naming of §3.
 bool is_mxfp4_expert_name(std::string_view name) {
   if (!ends_with(name, ".weight")) return false;
@@ -31,10 +33,12 @@ bool is_mxfp4_expert_name(std::string_view name) {
   return ends_with(name, ".ffn.experts.");
 }
 
+namespace {
+
 class PairingCheck {
  public:
-  PairingCheck(const ModelView& view, const PairingOptions& o, Findings& f)
-      : view_(view), o_(o), f_(f), claimed_(view.tensors.size(), false) {}
+  PairingCheck(const ModelView& view, const PairingOptions& o, Findings& f, std::vector<Fp8Pair>* pairs)
+      : view_(view), o_(o), f_(f), pairs_(pairs), claimed_(view.tensors.size(), false) {}
 
   void run() {
     for (const auto& t : view_.tensors) {
@@ -94,8 +98,10 @@ class PairingCheck {
       return;
     }
     claim(t, *scale);
-    check_scale_dtype(*scale, ends_with(scale->name, "_scale_inv") ? "F32" : "F8_E8M0");
-    if (is_2d) check_grid(t, *scale);
+    bool f32_scale = ends_with(scale->name, "_scale_inv");
+    bool dtype_ok = check_scale_dtype(*scale, f32_scale ? "F32" : "F8_E8M0");
+    bool grid_ok = is_2d && check_grid(t, *scale);
+    if (pairs_ && dtype_ok && grid_ok) pairs_->push_back(Fp8Pair{index_of(t), index_of(*scale), f32_scale});
   }
 
   std::string scale_candidates(const ModelTensor& t) const {
@@ -119,20 +125,22 @@ class PairingCheck {
     f_.error("FP8_UNPAIRED", file(t), t.name, t.offset, msg);
   }
 
-  void check_scale_dtype(const ModelTensor& scale, const std::string& want) {
-    if (scale.type != want)
-      f_.error("SCALE_DTYPE", file(scale), scale.name, scale.offset,
-               "scale dtype is " + scale.type + ", required " + want);
+  bool check_scale_dtype(const ModelTensor& scale, const std::string& want) {
+    if (scale.type == want) return true;
+    f_.error("SCALE_DTYPE", file(scale), scale.name, scale.offset,
+             "scale dtype is " + scale.type + ", required " + want);
+    return false;
   }
 
   // §7.4: exactly [ceil(M/bm), ceil(N/bn)]; a partial last block shares its block's scale.
-  void check_grid(const ModelTensor& w, const ModelTensor& scale) {
+  bool check_grid(const ModelTensor& w, const ModelTensor& scale) {
     std::vector<uint64_t> want{ceil_div(w.shape[0], o_.block_rows), ceil_div(w.shape[1], o_.block_cols)};
-    if (scale.shape != want)
-      f_.error("SCALE_GRID_MISMATCH", file(scale), scale.name, scale.offset,
+    if (scale.shape == want) return true;
+    f_.error("SCALE_GRID_MISMATCH", file(scale), scale.name, scale.offset,
                "scale shape is " + shape_to_string(scale.shape) + ", required " + shape_to_string(want) +
                    " for weight " + w.name + " " + shape_to_string(w.shape) + " with " +
                    std::to_string(o_.block_rows) + "x" + std::to_string(o_.block_cols) + " blocks");
+    return false;
   }
 
   // MXFP4 expert: I8 [o, i/2] (two E2M1 codes a byte) with E8M0 [o, i/32].
@@ -184,20 +192,21 @@ class PairingCheck {
   const ModelView& view_;
   const PairingOptions& o_;
   Findings& f_;
+  std::vector<Fp8Pair>* pairs_;
   std::vector<bool> claimed_;
   std::string key_;
 };
 
 }  // namespace
 
-void check_fp8_pairing(const ModelView& view, const PairingOptions& o, Findings& f) {
+void check_fp8_pairing(const ModelView& view, const PairingOptions& o, Findings& f, std::vector<Fp8Pair>* pairs) {
   if (o.block_rows == 0 || o.block_cols == 0) {
     f.error("SCALE_GRID_MISMATCH", "", "", std::nullopt,
             "block size " + std::to_string(o.block_rows) + "x" + std::to_string(o.block_cols) +
                 " is invalid; required positive weight_block_size");
     return;
   }
-  PairingCheck(view, o, f).run();
+  PairingCheck(view, o, f, pairs).run();
 }
 
 }  // namespace ckpt

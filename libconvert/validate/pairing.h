@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 #include "core/findings.h"
 #include "formats/model_view.h"
@@ -26,6 +28,19 @@ struct PairingOptions {
 // .scale (F8_E8M0 [o, 2*i_half/32]). Codes: FP8_UNPAIRED, FP8_NOT_2D, SCALE_GRID_MISMATCH,
 // SCALE_DTYPE, SCALE_STRAY, SCALE_CROSS_SHARD (warning), MXFP4_SCALE_MISSING,
 // MXFP4_SCALE_SHAPE.
-void check_fp8_pairing(const ModelView& view, const PairingOptions& o, Findings& f);
+// "<block>.ffn.experts.<N>.w{1,2,3}.weight": the routed MXFP4 expert naming.
+bool is_mxfp4_expert_name(std::string_view name);
+
+// An FP8 weight whose scale was found with the right dtype and grid (view indices).
+struct Fp8Pair {
+  size_t weight = 0;
+  size_t scale = 0;
+  bool f32_scale = false;  // X.weight_scale_inv (F32 multiplier) rather than X.scale (E8M0)
+};
+
+// Checks pairing; when `pairs` is given, appends every FP8 weight that can be converted
+// (the converter uses the same rules as the validator, so they cannot disagree).
+void check_fp8_pairing(const ModelView& view, const PairingOptions& o, Findings& f,
+                       std::vector<Fp8Pair>* pairs = nullptr);
 
 }  // namespace ckpt

@@ -11,6 +11,7 @@
 #include "io/hash.h"
 #include "profiles/registry.h"
 #include "validate/deep_scan.h"
+#include "validate/reference.h"
 
 namespace ckpt {
 namespace {
@@ -137,6 +138,7 @@ ValidationReport validate_path(const std::string& path, const ValidateOptions& o
     fill_inventory(model, report);
     report.profile = options.profile == "auto" ? detect_profile(model) : options.profile;
     run_profile(report.profile, model, report.findings);
+    if (!options.reference.empty()) check_against_reference(model, options.reference, options.deep, report.findings);
     if (options.deep || report.sha256) {
       ValidateOptions scan_options = options;
       scan_options.sha256 = report.sha256;

@@ -18,6 +18,7 @@ struct ValidateOptions {
   bool deep = false;
   bool sha256 = false;
   std::string hub_sha256_file;  // "name sha256" lines; implies sha256
+  std::string reference;        // the unconverted input: check PATH as its conversion
   StMode mode = StMode::strict;
   // Called with (bytes done, bytes total) while reading payload; may be empty.
   std::function<void(uint64_t, uint64_t)> progress;

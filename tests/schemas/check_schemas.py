@@ -19,6 +19,8 @@ def main() -> int:
         ("validation-report.schema.json", ["validate", "--profile", "generic", "--json", "-", str(fixtures / "oracle/dsv4-edge")]),
         ("validation-report.schema.json", ["validate", "--json", "-", "/nonexistent"]),
         ("inspect.schema.json", ["inspect", "--json", str(fixtures / "oracle/dsv4-tiny")]),
+        ("convert-report.schema.json", ["convert", "--dry-run", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
+        ("convert-report.schema.json", ["convert", "--dry-run", "--json", "-", str(fixtures / "oracle/dsv4-edge.qw-bf16"), "/tmp/ckpt-schema-out"]),
         ("inspect.schema.json", ["inspect", "--json", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
     ]
     failed = 0

@@ -1,0 +1,211 @@
+#include "convert/config_rewrite.h"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+
+#include "formats/json.h"
+#include "formats/json_pretty.h"
+
+namespace ckpt {
+
+namespace {
+
+constexpr std::string_view kIgnoredLayers = "ignored_layers";
+constexpr std::string_view kNotConvert = "modules_to_not_convert";
+// quantization_config members the rewrite sets or defaults, in the order missing ones
+// are appended.
+constexpr std::array<std::string_view, 7> kQuantKeys = {
+    "quant_method", "activation_scheme", "fmt", "scale_fmt", "weight_block_size", kIgnoredLayers, kNotConvert};
+
+void append_unique(std::vector<std::string>& list, std::string_view name) {
+  if (std::find(list.begin(), list.end(), name) == list.end()) list.emplace_back(name);
+}
+
+// Names a module list of the input already holds; nullopt (with error) when the member
+// exists but is not an array of strings, since silently dropping entries there would
+// re-quantise modules someone asked to keep in BF16.
+std::optional<std::vector<std::string>> existing_names(simdjson::dom::element qc, std::string_view key,
+                                                       std::string& error) {
+  std::vector<std::string> names;
+  auto v = json_get(qc, key);
+  if (!v) return names;
+  simdjson::dom::array arr;
+  if (v->get_array().get(arr)) {
+    error = "quantization_config." + std::string(key) + " is not an array";
+    return std::nullopt;
+  }
+  for (auto item : arr) {
+    std::string_view s;
+    if (item.get_string().get(s)) {
+      error = "quantization_config." + std::string(key) + " holds a non-string entry";
+      return std::nullopt;
+    }
+    names.emplace_back(s);
+  }
+  return names;
+}
+
+// QW list, then the modules this conversion keeps in BF16, then what the input listed.
+std::vector<std::string> module_list(const std::vector<std::string>& extra, const std::vector<std::string>& kept) {
+  std::vector<std::string> out;
+  for (const auto& m : qw_bf16_modules()) append_unique(out, m);
+  for (const auto& m : extra) append_unique(out, m);
+  for (const auto& m : kept) append_unique(out, m);
+  return out;
+}
+
+struct QuantPlan {
+  std::optional<simdjson::dom::element> input;  // the input's quantization_config object
+  std::vector<std::string> ignored_layers;
+  std::vector<std::string> not_convert;
+};
+
+bool plan_quant(simdjson::dom::element root, const ConfigRewriteInput& in, QuantPlan& plan, std::string& error) {
+  plan.input = json_get(root, "quantization_config");
+  std::vector<std::string> kept_ignored, kept_not_convert;
+  if (plan.input) {
+    if (!plan.input->is_object()) {
+      error = "quantization_config is not an object";
+      return false;
+    }
+    auto a = existing_names(*plan.input, kIgnoredLayers, error);
+    if (!a) return false;
+    auto b = existing_names(*plan.input, kNotConvert, error);
+    if (!b) return false;
+    kept_ignored = std::move(*a);
+    kept_not_convert = std::move(*b);
+  }
+  plan.ignored_layers = module_list(in.extra_bf16_modules, kept_ignored);
+  plan.not_convert = module_list(in.extra_bf16_modules, kept_not_convert);
+  return true;
+}
+
+// The input's members in their order with the edited ones substituted, then the
+// members it lacked, defaulted as QW does (its defaults are V4's values).
+void write_quant(JsonPrettyWriter& w, const QuantPlan& plan) {
+  std::array<bool, kQuantKeys.size()> seen{};
+  auto write_member = [&](std::string_view key, std::optional<simdjson::dom::element> value) {
+    w.key(key);
+    if (key == "quant_method") w.string("fp8");  // SGLang's entry point that routes MXFP4 experts
+    else if (key == kIgnoredLayers) w.string_array(plan.ignored_layers);
+    else if (key == kNotConvert) w.string_array(plan.not_convert);
+    else if (value) w.element(*value);
+    else if (key == "activation_scheme") w.string("dynamic");
+    else if (key == "fmt") w.string("e4m3");
+    else if (key == "scale_fmt") w.string("ue8m0");
+    else if (key == "weight_block_size") {
+      w.begin_array();
+      w.int64(128);
+      w.int64(128);
+      w.end_array();
+    }
+  };
+  w.begin_object();
+  simdjson::dom::object obj;
+  if (plan.input && !plan.input->get_object().get(obj)) {  // checked to be an object in plan_quant
+    for (auto member : obj) {
+      for (size_t i = 0; i < kQuantKeys.size(); ++i)
+        if (member.key == kQuantKeys[i]) seen[i] = true;
+      write_member(member.key, member.value);
+    }
+  }
+  for (size_t i = 0; i < kQuantKeys.size(); ++i)
+    if (!seen[i]) write_member(kQuantKeys[i], std::nullopt);
+  w.end_object();
+}
+
+void write_conversion(JsonPrettyWriter& w, const ConfigRewriteInput& in) {
+  std::vector<std::string> bf16_modules;
+  for (const auto& m : in.extra_bf16_modules) append_unique(bf16_modules, m);
+  w.begin_object();
+  w.key("tool");
+  w.string("ckptkit");
+  w.key("version");
+  w.string(in.tool_version);
+  w.key("experts");
+  w.string(in.experts_mode);
+  w.key("dense_fp8_to");
+  w.string("bfloat16");
+  w.key("converted_tensors");
+  w.uint64(in.converted_tensors);
+  w.key("dropped_scales");
+  w.uint64(in.dropped_scales);
+  w.key("bf16_modules");
+  w.string_array(bf16_modules);
+  w.key("source_structure_sha256");
+  w.string(in.source_structure_sha256);
+  w.end_object();
+}
+
+}  // namespace
+
+const std::vector<std::string>& qw_bf16_modules() {
+  static const std::vector<std::string> kModules = {
+      "embed_tokens",  "lm_head",      "norm",          "self_attn",    "input_layernorm",
+      "post_attention_layernorm",      "gate",          "shared_experts", "hc_attn_fn",
+      "hc_attn_base",  "hc_attn_scale", "hc_ffn_fn",    "hc_ffn_base",  "hc_ffn_scale",
+      "hc_head_fn",    "hc_head_base", "hc_head_scale"};
+  return kModules;
+}
+
+bool rewrite_config(std::string_view input_json, const ConfigRewriteInput& in, std::string& output_json,
+                    std::string& error) {
+  JsonDoc doc;
+  if (!doc.parse(input_json, error)) {
+    error = "config.json: " + error;
+    return false;
+  }
+  simdjson::dom::object root;
+  if (doc.root().get_object().get(root)) {
+    error = "config.json: top-level value is not an object";
+    return false;
+  }
+  QuantPlan plan;
+  if (!plan_quant(doc.root(), in, plan, error)) {
+    error = "config.json: " + error;
+    return false;
+  }
+  // Quantized tensors left (kept MXFP4 experts or FP8) still need SGLang's FP8 loader;
+  // with none left the section must go, or transformers would try to dequantise again.
+  const bool keep_quant = in.output_has_fp8 || in.output_has_mxfp4_experts;
+
+  JsonPrettyWriter w;
+  bool has_dtype = false, has_conversion = false;
+  w.begin_object();
+  for (auto member : root) {
+    if (member.key == "torch_dtype") {
+      has_dtype = true;
+      w.key(member.key);
+      w.string("bfloat16");
+    } else if (member.key == "quantization_config") {
+      if (!keep_quant) continue;
+      w.key(member.key);
+      write_quant(w, plan);
+    } else if (member.key == "ckptkit_conversion") {  // a re-run replaces it in place
+      has_conversion = true;
+      w.key(member.key);
+      write_conversion(w, in);
+    } else {
+      w.key(member.key);
+      w.element(member.value);
+    }
+  }
+  if (!has_dtype) {
+    w.key("torch_dtype");
+    w.string("bfloat16");
+  }
+  if (keep_quant && !plan.input) {
+    w.key("quantization_config");
+    write_quant(w, plan);
+  }
+  if (!has_conversion) {
+    w.key("ckptkit_conversion");
+    write_conversion(w, in);
+  }
+  w.end_object();
+  output_json = w.text() + "\n";
+  return true;
+}
+
+}  // namespace ckpt

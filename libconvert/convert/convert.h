@@ -1,0 +1,48 @@
+// `ckpt convert IN OUT`: the whole job. Safety checks on the paths, the plan from
+// headers, a free-space check, then side files, shards (each atomic, each with a
+// record), and last the index and config.json. Interrupted runs resume.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "convert/plan.h"
+#include "core/findings.h"
+
+namespace ckpt {
+
+struct ConvertOptions {
+  std::string input, output;
+  ExpertMode experts = ExpertMode::keep;
+  bool dry_run = false;
+  bool resume = false;     // skip shards whose record still matches input and output
+  bool overwrite = false;  // allow a non-empty OUT; every output is rewritten
+  uint64_t memory_budget = 1ull << 30;
+  std::function<void(uint64_t done, uint64_t total)> progress;  // output bytes
+};
+
+enum class ConvertStatus { ok, input_error, usage_error, io_error };
+
+struct ConvertReport {
+  ConvertStatus status = ConvertStatus::ok;
+  bool dry_run = false;
+  ConversionPlan plan;
+  std::string config_json;  // the rewritten config.json ("" when the input has none)
+  uint64_t disk_needed = 0, disk_free = 0;
+  uint64_t bytes_written = 0;
+  uint64_t shards_written = 0, shards_resumed = 0;
+  double seconds = 0;
+  uint64_t peak_rss_bytes = 0;
+  Findings findings;
+};
+
+ConvertReport convert_checkpoint(const ConvertOptions& options);
+
+// Where --resume looks for per-shard records: OUT/.ckptkit/records/<shard>.json.
+std::string record_path(const std::string& out_dir, const std::string& shard);
+
+// "1G", "512M", "1048576" -> bytes (binary units); false when unparsable.
+bool parse_size(const std::string& text, uint64_t& bytes);
+
+}  // namespace ckpt

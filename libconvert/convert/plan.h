@@ -1,0 +1,70 @@
+// The conversion plan, computed from headers alone before any data moves: per
+// output shard the tensors written (copied byte for byte, or FP8 dequantized to
+// BF16), the scales consumed, the exact output header and file size. `--dry-run`
+// prints it; the executor follows it; `validate --reference` checks against it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/findings.h"
+#include "formats/loader.h"
+#include "formats/safetensors_writer.h"
+#include "validate/pairing.h"
+
+namespace ckpt {
+
+enum class ExpertMode { keep };
+
+enum class TensorAction : uint8_t {
+  copy,          // bytes unchanged
+  dequant_e8m0,  // F8_E4M3 weight x E8M0 block scale -> BF16 (exact, one RNE)
+  dequant_f32,   // F8_E4M3 weight x F32 block multiplier -> BF16 (DeepSeek-V3 kernel)
+};
+
+struct PlannedTensor {
+  size_t input = 0;             // index into the input view
+  TensorAction action = TensorAction::copy;
+  size_t scale = SIZE_MAX;      // input view index of the scale (dequant only)
+};
+
+struct PlannedShard {
+  std::string name;     // output file name = input shard name
+  uint32_t input_file = 0;
+  // In output order (the reference writer's: dtype descending, then name); entry i
+  // describes writer_tensors[i].
+  std::vector<WriterTensor> writer_tensors;
+  std::vector<PlannedTensor> tensors;
+  std::vector<std::pair<std::string, std::string>> metadata;  // input __metadata__, kept
+  std::string header;   // exact output header text (padded)
+  uint64_t payload_bytes = 0;
+  uint64_t file_bytes = 0;  // 8 + header + payload
+  uint64_t input_bytes = 0;
+  uint64_t converted = 0, copied = 0, dropped_scales = 0;
+};
+
+struct ConversionPlan {
+  ExpertMode experts = ExpertMode::keep;
+  PairingOptions pairing;
+  std::string profile;                 // profile whose pairing rules applied
+  std::vector<PlannedShard> shards;
+  std::vector<std::string> side_files;  // relative paths of non-tensor files to copy
+  uint64_t side_bytes = 0;
+  std::vector<std::string> extra_bf16_modules;  // main_proj / e_proj / h_proj when present
+  bool output_has_fp8 = false;
+  bool output_has_mxfp4_experts = false;
+  std::string source_structure_sha256;
+  // Totals.
+  uint64_t tensors_out = 0, payload_out = 0, converted = 0, copied = 0, dropped_scales = 0;
+  uint64_t expert_weight_tensors = 0, mtp_tensors = 0;
+  uint64_t bytes_in = 0, shard_bytes_out = 0;
+};
+
+// Plans the conversion of a loaded (and structurally valid) input checkpoint. Returns
+// false with error findings when the input cannot be converted safely: an FP8 tensor
+// without a usable scale, a stray scale, a wrong grid, or a structural error.
+bool plan_conversion(const LoadedModel& in, ExpertMode experts, ConversionPlan& plan, Findings& findings);
+
+}  // namespace ckpt

@@ -1,0 +1,117 @@
+#include "report/convert_report.h"
+
+#include <cstdio>
+
+#include "report/json_writer.h"
+#include "report/validation_report.h"
+
+namespace ckpt {
+namespace {
+
+void write_findings(JsonWriter& w, const Findings& findings) {
+  w.key("findings").begin_array();
+  for (const auto& f : findings.items()) {
+    w.begin_object().key("code").value(f.code).key("severity").value(severity_name(f.severity));
+    w.key("file").value(f.file).key("tensor").value(f.tensor).key("offset");
+    if (f.offset)
+      w.value(*f.offset);
+    else
+      w.null();
+    w.key("message").value(f.message).end_object();
+  }
+  w.end_array();
+}
+
+void write_totals(JsonWriter& w, const ConvertReport& r) {
+  const ConversionPlan& p = r.plan;
+  w.key("totals").begin_object();
+  w.key("shards").value(static_cast<uint64_t>(p.shards.size()));
+  w.key("tensors").value(p.tensors_out).key("payload_bytes").value(p.payload_out);
+  w.key("converted").value(p.converted).key("copied").value(p.copied).key("dropped_scales").value(p.dropped_scales);
+  w.key("expert_weight_tensors").value(p.expert_weight_tensors).key("mtp_tensors").value(p.mtp_tensors);
+  w.key("bytes_in").value(p.bytes_in).key("bytes_out").value(p.shard_bytes_out + p.side_bytes);
+  w.key("disk_needed").value(r.disk_needed).key("disk_free").value(r.disk_free);
+  w.end_object();
+}
+
+void write_shards(JsonWriter& w, const ConversionPlan& p) {
+  w.key("shards").begin_array();
+  for (const auto& s : p.shards) {
+    w.begin_object().key("name").value(s.name);
+    w.key("tensors").value(static_cast<uint64_t>(s.writer_tensors.size()));
+    w.key("converted").value(s.converted).key("copied").value(s.copied).key("dropped_scales").value(s.dropped_scales);
+    w.key("payload_bytes").value(s.payload_bytes).key("file_bytes").value(s.file_bytes);
+    w.end_object();
+  }
+  w.end_array();
+}
+
+}  // namespace
+
+const char* convert_status_name(ConvertStatus s) {
+  switch (s) {
+    case ConvertStatus::ok: return "ok";
+    case ConvertStatus::input_error: return "input_error";
+    case ConvertStatus::usage_error: return "usage_error";
+    case ConvertStatus::io_error: return "io_error";
+  }
+  return "io_error";
+}
+
+std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("schema").value(kConvertSchemaId);
+  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(CKPT_VERSION).end_object();
+  w.key("input").value(o.input).key("output").value(o.output).key("experts").value("keep");
+  w.key("dry_run").value(r.dry_run).key("status").value(convert_status_name(r.status));
+  w.key("block_size").begin_array().value(r.plan.pairing.block_rows).value(r.plan.pairing.block_cols).end_array();
+  write_totals(w, r);
+  write_shards(w, r.plan);
+  w.key("side_files").begin_array();
+  for (const auto& f : r.plan.side_files) w.value(f);
+  w.end_array();
+  w.key("config");
+  if (r.config_json.empty())
+    w.null();
+  else
+    w.raw(r.config_json.substr(0, r.config_json.find_last_not_of("\n") + 1));
+  w.key("result").begin_object();
+  w.key("shards_written").value(r.shards_written).key("shards_resumed").value(r.shards_resumed);
+  w.key("bytes_written").value(r.bytes_written).key("seconds").value(r.seconds);
+  w.key("peak_rss_bytes").value(r.peak_rss_bytes).end_object();
+  write_findings(w, r.findings);
+  w.end_object();
+  return w.str() + "\n";
+}
+
+void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::ostream& out) {
+  const ConversionPlan& p = r.plan;
+  for (const auto& f : r.findings.items())
+    out << "  " << severity_name(f.severity) << " " << f.code << " " << (f.file.empty() ? "-" : f.file)
+        << (f.tensor.empty() ? "" : " [" + f.tensor + "]") << ": " << f.message << "\n";
+  if (r.status != ConvertStatus::ok) {
+    out << "ckpt convert: FAILED (" << convert_status_name(r.status) << ")\n";
+    return;
+  }
+  if (r.dry_run) {
+    out << "plan for " << o.input << " -> " << o.output << " (dry run, nothing written)\n";
+    for (const auto& s : p.shards)
+      out << "  " << s.name << ": " << s.converted << " converted, " << s.copied << " copied, " << s.dropped_scales
+          << " scales dropped, " << with_commas(s.file_bytes) << " bytes\n";
+  }
+  out << "  tensors " << with_commas(p.tensors_out) << " (" << with_commas(p.converted) << " FP8 -> BF16, "
+      << with_commas(p.copied) << " copied, " << with_commas(p.dropped_scales) << " scales dropped), payload "
+      << with_commas(p.payload_out) << " bytes\n";
+  out << "  disk needed " << with_commas(r.disk_needed) << " bytes, free " << with_commas(r.disk_free) << "\n";
+  if (r.dry_run) return;
+  char rate[96];
+  double gbps = r.seconds > 0 ? static_cast<double>(r.bytes_written) / r.seconds / 1e9 : 0;
+  std::snprintf(rate, sizeof rate, "%.2f s (%.2f GB/s), peak memory %.0f MiB", r.seconds, gbps,
+                static_cast<double>(r.peak_rss_bytes) / (1 << 20));
+  out << "  wrote " << r.shards_written << " shards (" << r.shards_resumed << " already done), "
+      << with_commas(r.bytes_written) << " bytes in " << rate << "\n";
+  out << "converted " << o.input << " -> " << o.output << "\n";
+}
+
+}  // namespace ckpt

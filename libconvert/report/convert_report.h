@@ -1,0 +1,18 @@
+// Renders a ConvertReport: JSON (schemas/convert-report.schema.json) and the human
+// plan / summary.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "convert/convert.h"
+
+namespace ckpt {
+
+inline constexpr const char* kConvertSchemaId = "ckptkit/convert-report/v1";
+
+std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o);
+void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::ostream& out);
+const char* convert_status_name(ConvertStatus s);
+
+}  // namespace ckpt

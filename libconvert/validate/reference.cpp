@@ -1,0 +1,233 @@
+#include "validate/reference.h"
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include <tbb/parallel_for.h>
+
+#include "convert/config_rewrite.h"
+#include "convert/plan.h"
+#include "core/checked_math.h"
+#include "formats/json.h"
+#include "numerics/fp8.h"
+
+namespace ckpt {
+namespace {
+
+constexpr uint64_t kCompareStep = 1u << 20;
+
+struct Expected {
+  const PlannedShard* shard;
+  const WriterTensor* tensor;
+  const PlannedTensor* planned;
+};
+
+std::string hex16(uint16_t v) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%04x", v);
+  return buf;
+}
+
+void compare_sets(const LoadedModel& in, const ConversionPlan& plan, const LoadedModel& out,
+                  std::vector<Expected>& matched, Findings& f) {
+  std::unordered_map<std::string, Expected> expected;
+  for (const auto& s : plan.shards)
+    for (size_t k = 0; k < s.writer_tensors.size(); ++k)
+      expected.emplace(s.writer_tensors[k].name, Expected{&s, &s.writer_tensors[k], &s.tensors[k]});
+  for (const auto& t : out.view.tensors) {
+    auto it = expected.find(t.name);
+    const std::string& file = out.view.file_of(t);
+    if (it == expected.end()) {
+      bool consumed = in.view.find(t.name) != nullptr;
+      f.error("REF_EXTRA_TENSOR", file, t.name, t.offset,
+              consumed ? "tensor " + t.name + " is a scale the conversion consumes; it must not be in the output"
+                       : "tensor " + t.name + " is not in the input checkpoint");
+      continue;
+    }
+    const Expected& e = it->second;
+    std::string want_dtype = dtype_name(e.tensor->dtype);
+    if (file != e.shard->name)
+      f.error("REF_SHARD", file, t.name, t.offset, "tensor is in " + file + "; the input had it in " + e.shard->name);
+    if (t.type != want_dtype)
+      f.error("REF_DTYPE", file, t.name, t.offset, "dtype is " + t.type + ", expected " + want_dtype);
+    if (t.shape != e.tensor->shape)
+      f.error("REF_SHAPE", file, t.name, t.offset,
+              "shape is " + shape_to_string(t.shape) + ", expected " + shape_to_string(e.tensor->shape));
+    if (file == e.shard->name && t.type == want_dtype && t.shape == e.tensor->shape && t.payload_ok)
+      matched.push_back(e);
+    expected.erase(it);
+  }
+  for (const auto& [name, e] : expected)
+    f.error("REF_MISSING_TENSOR", e.shard->name, name, std::nullopt,
+            "the conversion of the input writes " + name + " but the output has no such tensor");
+}
+
+void compare_config(const LoadedModel& in, const ConversionPlan& plan, const LoadedModel& out, Findings& f) {
+  if (!in.checkpoint.config) return;
+  const JsonDoc* cfg = out.checkpoint.config.get();
+  if (!cfg) {
+    f.error("REF_CONFIG", "config.json", "", std::nullopt, "the input has a config.json but the output has none");
+    return;
+  }
+  if (json_string(cfg->root(), "torch_dtype") != "bfloat16")
+    f.error("REF_CONFIG", "config.json", "", std::nullopt, "torch_dtype is not \"bfloat16\" after the conversion");
+  if (!plan.output_has_fp8 && !plan.output_has_mxfp4_experts) return;
+  auto q = json_get(cfg->root(), "quantization_config");
+  simdjson::dom::array ignored;
+  auto list = q ? json_get(*q, "ignored_layers") : std::nullopt;
+  if (!list || list->get_array().get(ignored)) {
+    f.error("REF_CONFIG", "config.json", "", std::nullopt,
+            "quantization_config.ignored_layers is missing: the FP8 loader would re-quantise BF16 modules");
+    return;
+  }
+  std::vector<std::string> need = qw_bf16_modules();
+  need.insert(need.end(), plan.extra_bf16_modules.begin(), plan.extra_bf16_modules.end());
+  for (const auto& module : need) {
+    bool found = false;
+    for (auto e : ignored)
+      if (e.is_string() && e.get_string().value_unsafe() == module) found = true;
+    if (!found)
+      f.error("REF_CONFIG", "config.json", "", std::nullopt,
+              "quantization_config.ignored_layers lacks " + module + ", which must stay BF16");
+  }
+}
+
+// First difference between the output's bytes and what the conversion of the input gives.
+class DeepCompare {
+ public:
+  DeepCompare(const LoadedModel& in, const ConversionPlan& plan, const LoadedModel& out)
+      : in_(in), plan_(plan), out_(out) {}
+
+  void run(const std::vector<Expected>& matched, Findings& f) {
+    tbb::parallel_for(size_t{0}, matched.size(), [&](size_t i) {
+      std::string message;
+      uint64_t offset = 0;
+      if (!compare(matched[i], message, offset)) {
+        std::lock_guard lock(mutex_);
+        const ModelTensor* t = out_.view.find(matched[i].tensor->name);
+        f.error(matched[i].planned->action == TensorAction::copy ? "REF_BYTES_DIFFER" : "REF_CONVERTED_DIFFER",
+                out_.view.file_of(*t), t->name, offset, message);
+      }
+    });
+  }
+
+ private:
+  const MappedFile& in_file(const ModelTensor& t) const { return in_.checkpoint.shards[t.file].file; }
+  const MappedFile& out_file(const ModelTensor& t) const { return out_.checkpoint.shards[t.file].file; }
+
+  bool compare(const Expected& e, std::string& message, uint64_t& offset) {
+    const ModelTensor& src = in_.view.tensors[e.planned->input];
+    const ModelTensor* dst = out_.view.find(e.tensor->name);
+    return e.planned->action == TensorAction::copy ? compare_copy(src, *dst, message, offset)
+                                                   : compare_dequant(e, src, *dst, message, offset);
+  }
+
+  bool compare_copy(const ModelTensor& src, const ModelTensor& dst, std::string& message, uint64_t& offset) {
+    std::vector<uint8_t> a(kCompareStep), b(kCompareStep);
+    for (uint64_t done = 0; done < src.nbytes;) {
+      uint64_t n = std::min(kCompareStep, src.nbytes - done);
+      IoError err;
+      if (!in_file(src).read_at(src.offset + done, std::span<uint8_t>(a.data(), n), err) ||
+          !out_file(dst).read_at(dst.offset + done, std::span<uint8_t>(b.data(), n), err)) {
+        message = "read failed: " + err.message;
+        offset = dst.offset + done;
+        return false;
+      }
+      if (std::memcmp(a.data(), b.data(), n) != 0) {
+        uint64_t i = 0;
+        while (a[i] == b[i]) ++i;
+        offset = dst.offset + done + i;
+        message = "copied tensor differs from the input at byte " + std::to_string(done + i) + " of the tensor (" +
+                  std::to_string(b[i]) + " vs input " + std::to_string(a[i]) + ")";
+        return false;
+      }
+      done += n;
+    }
+    return true;
+  }
+
+  bool compare_dequant(const Expected& e, const ModelTensor& src, const ModelTensor& dst, std::string& message,
+                       uint64_t& offset) {
+    const ModelTensor& scale = in_.view.tensors[e.planned->scale];
+    std::vector<uint8_t> grid(scale.nbytes);
+    IoError err;
+    if (!in_file(scale).read_at(scale.offset, grid, err)) {
+      message = "cannot read scale " + scale.name + ": " + err.message;
+      return false;
+    }
+    std::vector<float> grid_f32(scale.nbytes / 4);
+    if (!grid_f32.empty()) std::memcpy(grid_f32.data(), grid.data(), grid_f32.size() * 4);
+    Fp8Grid g{src.shape[0], src.shape[1], plan_.pairing.block_rows, plan_.pairing.block_cols};
+    uint64_t rows_per_step = std::max<uint64_t>(1, kCompareStep / std::max<uint64_t>(1, g.cols));
+    std::vector<uint8_t> in(rows_per_step * g.cols), want(in.size() * 2), got(want.size());
+    for (uint64_t row = 0; row < g.rows; row += rows_per_step) {
+      uint64_t rows = std::min(rows_per_step, g.rows - row), n = rows * g.cols;
+      if (!in_file(src).read_at(src.offset + row * g.cols, std::span<uint8_t>(in.data(), n), err) ||
+          !out_file(dst).read_at(dst.offset + row * g.cols * 2, std::span<uint8_t>(got.data(), n * 2), err)) {
+        message = "read failed: " + err.message;
+        return false;
+      }
+      std::span<const uint8_t> weights(in.data(), n);
+      std::span<uint8_t> expect(want.data(), n * 2);
+      auto fault = e.planned->action == TensorAction::dequant_e8m0
+                       ? dequant_fp8_rows_e8m0(weights, row, g, grid, expect)
+                       : dequant_fp8_rows_f32(weights, row, g, grid_f32, expect);
+      if (fault) {
+        message = "the input holds a NaN code at element " + std::to_string(fault->element);
+        return false;
+      }
+      if (std::memcmp(want.data(), got.data(), n * 2) != 0) {
+        uint64_t i = 0;
+        while (want[2 * i] == got[2 * i] && want[2 * i + 1] == got[2 * i + 1]) ++i;
+        uint16_t w = static_cast<uint16_t>(want[2 * i] | want[2 * i + 1] << 8);
+        uint16_t o = static_cast<uint16_t>(got[2 * i] | got[2 * i + 1] << 8);
+        uint64_t element = row * g.cols + i;
+        offset = dst.offset + element * 2;
+        message = "converted BF16 differs from the exact dequantization at element " + std::to_string(element) +
+                  " (row " + std::to_string(element / g.cols) + ", column " + std::to_string(element % g.cols) +
+                  "): output " + hex16(o) + ", expected " + hex16(w);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  const LoadedModel& in_;
+  const ConversionPlan& plan_;
+  const LoadedModel& out_;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+void check_against_reference(const LoadedModel& out, const std::string& reference_path, bool deep, Findings& f) {
+  LoadedModel in;
+  Findings in_findings;
+  if (!load_model(reference_path, StReadOptions{}, in, in_findings) || in_findings.has_errors()) {
+    for (auto x : in_findings.items())
+      if (x.severity == Severity::error) f.add(x);
+    f.error("REF_INPUT", reference_path, "", std::nullopt, "the reference input cannot be read cleanly");
+    return;
+  }
+  ConversionPlan plan;
+  Findings plan_findings;
+  if (!plan_conversion(in, ExpertMode::keep, plan, plan_findings)) {
+    for (auto x : plan_findings.items())
+      if (x.severity == Severity::error) f.add(x);
+    f.error("REF_INPUT", reference_path, "", std::nullopt, "the reference input cannot be converted");
+    return;
+  }
+  std::vector<Expected> matched;
+  compare_sets(in, plan, out, matched, f);
+  compare_config(in, plan, out, f);
+  uint64_t payload = 0;
+  for (const auto& t : out.view.tensors) payload += t.nbytes;
+  if (payload != plan.payload_out)
+    f.error("REF_TOTALS", "", "", std::nullopt,
+            "output payload is " + std::to_string(payload) + " bytes; the conversion gives " +
+                std::to_string(plan.payload_out));
+  if (deep) DeepCompare(in, plan, out).run(matched, f);
+}
+
+}  // namespace ckpt
