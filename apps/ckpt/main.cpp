@@ -46,8 +46,10 @@ class Progress {
     last_ = now;
     double secs = std::chrono::duration<double>(now - start_).count();
     double pct = total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0;
-    std::fprintf(stderr, "\r  %.2f / %.2f GB (%.0f%%) %.2f GB/s   ", static_cast<double>(done) / 1e9,
-                 static_cast<double>(total) / 1e9, pct, secs > 0 ? static_cast<double>(done) / 1e9 / secs : 0.0);
+    double rate = secs > 0 ? static_cast<double>(done) / secs : 0.0;
+    double eta = rate > 0 && total > done ? static_cast<double>(total - done) / rate : 0.0;
+    std::fprintf(stderr, "\r  %.2f / %.2f GB (%.0f%%) %.2f GB/s, ETA %.0f s   ", static_cast<double>(done) / 1e9,
+                 static_cast<double>(total) / 1e9, pct, rate / 1e9, eta);
     shown_ = true;
   }
 

@@ -42,7 +42,10 @@ bool AtomicOutput::open(std::string& error) {
   return true;
 }
 
+constexpr uint64_t kWritebackWindow = 64ull << 20;
+
 bool AtomicOutput::write(const uint8_t* data, size_t len, std::string& error) {
+  written_ += len;
   while (len > 0) {
     ssize_t n = ::write(fd_, data, len);
     if (n < 0 && errno == EINTR) continue;
@@ -52,6 +55,12 @@ bool AtomicOutput::write(const uint8_t* data, size_t len, std::string& error) {
     }
     data += n;
     len -= static_cast<size_t>(n);
+  }
+  if (written_ - flush_started_ >= kWritebackWindow) {
+    // Best effort (not every filesystem supports it); fsync in commit() is what counts.
+    ::sync_file_range(fd_, static_cast<off_t>(flush_started_), static_cast<off_t>(written_ - flush_started_),
+                      SYNC_FILE_RANGE_WRITE);
+    flush_started_ = written_;
   }
   return true;
 }

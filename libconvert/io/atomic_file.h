@@ -20,6 +20,9 @@ class AtomicOutput {
 
   bool open(std::string& error);
   int fd() const { return fd_; }
+  // Writes all of `data`. Every 64 MiB it asks the kernel to start writing back what
+  // came before (sync_file_range), so the disk works while we compute and the final
+  // fsync has little left: a big output costs about the disk's time, not compute + disk.
   bool write(const uint8_t* data, size_t len, std::string& error);
   // fsync, close, rename over the destination, fsync the directory.
   bool commit(std::string& error);
@@ -28,6 +31,8 @@ class AtomicOutput {
  private:
   std::string dest_, tmp_;
   int fd_ = -1;
+  uint64_t written_ = 0;       // bytes written so far
+  uint64_t flush_started_ = 0; // writeback requested up to here
   bool opened_ = false;
   bool committed_ = false;
 };

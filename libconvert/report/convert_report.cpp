@@ -109,8 +109,8 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
   double gbps = r.seconds > 0 ? static_cast<double>(r.bytes_written) / r.seconds / 1e9 : 0;
   std::snprintf(rate, sizeof rate, "%.2f s (%.2f GB/s), peak memory %.0f MiB", r.seconds, gbps,
                 static_cast<double>(r.peak_rss_bytes) / (1 << 20));
-  out << "  wrote " << r.shards_written << " shards (" << r.shards_resumed << " already done), "
-      << with_commas(r.bytes_written) << " bytes in " << rate << "\n";
+  out << "  read " << with_commas(p.bytes_in) << " bytes, wrote " << r.shards_written << " shards ("
+      << r.shards_resumed << " already done), " << with_commas(r.bytes_written) << " bytes in " << rate << "\n";
   out << "converted " << o.input << " -> " << o.output << "\n";
 }
 
