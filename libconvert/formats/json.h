@@ -37,7 +37,8 @@ std::optional<std::string> json_string(simdjson::dom::element obj, std::string_v
 std::optional<std::vector<int64_t>> json_int_array(simdjson::dom::element obj, std::string_view key);
 // Compact JSON text of a value (for reports that echo config values).
 std::string json_to_string(simdjson::dom::element e);
-// Escapes a string as a JSON string literal, with quotes.
+// Escapes a string as a JSON string literal, with quotes, the way Python's json.dumps
+// (ensure_ascii=False) does: \" \\ \b \f \n \r \t, other controls as \u00XX, UTF-8 raw.
 std::string json_quote(std::string_view s);
 
 }  // namespace ckpt

@@ -1,5 +1,7 @@
 #include "formats/json_pretty.h"
 
+#include "formats/json.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -56,29 +58,7 @@ std::string json_python_float(double x) {
   return sign + layout_like_python(digits, decpt);
 }
 
-std::string json_python_quote(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);  // UTF-8 bytes and DEL pass through unescaped
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string json_python_quote(std::string_view s) { return json_quote(s); }
 
 void JsonPrettyWriter::newline_indent() {
   out_ += '\n';

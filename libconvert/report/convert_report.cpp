@@ -8,20 +8,6 @@
 namespace ckpt {
 namespace {
 
-void write_findings(JsonWriter& w, const Findings& findings) {
-  w.key("findings").begin_array();
-  for (const auto& f : findings.items()) {
-    w.begin_object().key("code").value(f.code).key("severity").value(severity_name(f.severity));
-    w.key("file").value(f.file).key("tensor").value(f.tensor).key("offset");
-    if (f.offset)
-      w.value(*f.offset);
-    else
-      w.null();
-    w.key("message").value(f.message).end_object();
-  }
-  w.end_array();
-}
-
 void write_totals(JsonWriter& w, const ConvertReport& r) {
   const ConversionPlan& p = r.plan;
   w.key("totals").begin_object();
@@ -80,7 +66,7 @@ std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o)
   w.key("shards_written").value(r.shards_written).key("shards_resumed").value(r.shards_resumed);
   w.key("bytes_written").value(r.bytes_written).key("seconds").value(r.seconds);
   w.key("peak_rss_bytes").value(r.peak_rss_bytes).end_object();
-  write_findings(w, r.findings);
+  write_findings_json(w, r.findings);
   w.end_object();
   return w.str() + "\n";
 }

@@ -80,17 +80,7 @@ std::string inspect_json(const InspectSummary& s, const Findings& findings) {
   for (const auto& f : s.side_files) w.value(f);
   w.end_array();
   w.key("errors").value(static_cast<uint64_t>(findings.count(Severity::error)));
-  w.key("findings").begin_array();
-  for (const auto& f : findings.items()) {
-    w.begin_object().key("code").value(f.code).key("severity").value(severity_name(f.severity));
-    w.key("file").value(f.file).key("tensor").value(f.tensor).key("offset");
-    if (f.offset)
-      w.value(*f.offset);
-    else
-      w.null();
-    w.key("message").value(f.message).end_object();
-  }
-  w.end_array();
+  write_findings_json(w, findings);
   w.end_object();
   return w.str() + "\n";
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/findings.h"
 #include "formats/json.h"
 
 namespace ckpt {
@@ -98,6 +99,20 @@ JsonWriter& JsonWriter::raw(std::string_view json) {
   before_value();
   out_ += json;
   return *this;
+}
+
+void write_findings_json(JsonWriter& w, const Findings& findings) {
+  w.key("findings").begin_array();
+  for (const auto& f : findings.items()) {
+    w.begin_object().key("code").value(f.code).key("severity").value(severity_name(f.severity));
+    w.key("file").value(f.file).key("tensor").value(f.tensor).key("offset");
+    if (f.offset)
+      w.value(*f.offset);
+    else
+      w.null();
+    w.key("message").value(f.message).end_object();
+  }
+  w.end_array();
 }
 
 }  // namespace ckpt

@@ -9,6 +9,8 @@
 
 namespace ckpt {
 
+class Findings;
+
 class JsonWriter {
  public:
   JsonWriter& begin_object();
@@ -35,5 +37,9 @@ class JsonWriter {
   std::vector<bool> has_items_;  // per open container
   bool after_key_ = false;
 };
+
+// "findings": [{code, severity, file, tensor, offset|null, message}, ...], the shape
+// every report schema in schemas/ shares.
+void write_findings_json(JsonWriter& w, const Findings& findings);
 
 }  // namespace ckpt

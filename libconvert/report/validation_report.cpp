@@ -7,25 +7,6 @@
 namespace ckpt {
 namespace {
 
-void write_findings(JsonWriter& w, const Findings& findings) {
-  w.key("findings").begin_array();
-  for (const auto& f : findings.items()) {
-    w.begin_object();
-    w.key("code").value(f.code);
-    w.key("severity").value(severity_name(f.severity));
-    w.key("file").value(f.file);
-    w.key("tensor").value(f.tensor);
-    w.key("offset");
-    if (f.offset)
-      w.value(*f.offset);
-    else
-      w.null();
-    w.key("message").value(f.message);
-    w.end_object();
-  }
-  w.end_array();
-}
-
 void write_files(JsonWriter& w, const ValidationReport& r) {
   w.key("files").begin_array();
   for (const auto& f : r.files) {
@@ -87,7 +68,7 @@ std::string validation_report_json(const ValidationReport& r) {
   w.end_object();
   write_files(w, r);
   write_tensors(w, r);
-  write_findings(w, r.findings);
+  write_findings_json(w, r.findings);
   w.end_object();
   return w.str() + "\n";
 }
