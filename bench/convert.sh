@@ -39,3 +39,18 @@ print(f"peak RSS:                 {rss / 2**20:.0f} MiB   goal <= 1024 MiB (--me
 PY
 rm -f "$DATA/cp.src" "$DATA/cp.out"
 rm -rf "$DATA/big.out"
+
+# --experts int8-shift against --experts keep, same input, same run (goal <= 1.2).
+t4=$(date +%s.%N)
+"$CKPT" convert -q --experts keep "$DATA/big" "$DATA/big.keep" > /dev/null
+t5=$(date +%s.%N)
+"$CKPT" convert -q --experts int8-shift "$DATA/big" "$DATA/big.int8" > /dev/null
+t6=$(date +%s.%N)
+python3 - "$t4" "$t5" "$t6" <<'PY'
+import sys
+t4, t5, t6 = map(float, sys.argv[1:])
+print(f"convert --experts keep:       {t5 - t4:.2f} s")
+print(f"convert --experts int8-shift: {t6 - t5:.2f} s")
+print(f"ratio int8-shift/keep:        {(t6 - t5) / (t5 - t4):.2f}   goal <= 1.2")
+PY
+rm -rf "$DATA/big.keep" "$DATA/big.int8"

@@ -132,7 +132,8 @@ int run_validate(const ValidateArgs& a) {
 }
 
 struct ConvertArgs {
-  std::string input, output, experts = "keep", memory_budget = "1G", json;
+  std::string input, output, experts = "keep", memory_budget = "1G", json, rounding = "half-away";
+  unsigned headroom = 3;
   bool dry_run = false, resume = false, overwrite = false, quiet = false;
 };
 
@@ -143,6 +144,9 @@ int run_convert(const ConvertArgs& a) {
   o.dry_run = a.dry_run;
   o.resume = a.resume;
   o.overwrite = a.overwrite;
+  o.experts = a.experts == "int8-shift" ? ckpt::ExpertMode::int8_shift : ckpt::ExpertMode::keep;
+  o.remap.headroom = a.headroom;
+  o.remap.rounding = a.rounding == "half-even" ? ckpt::RemapRounding::half_even : ckpt::RemapRounding::half_away;
   if (!ckpt::parse_size(a.memory_budget, o.memory_budget)) {
     std::cerr << "ckpt convert: --memory-budget '" << a.memory_budget << "' is not a size (e.g. 1G, 512M)\n";
     return kUsage;
@@ -224,10 +228,16 @@ int main(int argc, char** argv) {
   validate->add_flag("-q,--quiet", va.quiet, "no progress, print only the verdict line");
 
   ConvertArgs ca;
-  auto* convert = app.add_subcommand("convert", "Convert a checkpoint: block FP8 -> BF16, experts kept");
+  auto* convert = app.add_subcommand("convert", "Convert a checkpoint: block FP8 -> BF16; experts kept or remapped");
   convert->add_option("input", ca.input, "input checkpoint directory or .safetensors file")->required();
   convert->add_option("output", ca.output, "output directory")->required();
-  convert->add_option("--experts", ca.experts, "routed MXFP4 experts: keep")->check(CLI::IsMember({"keep"}));
+  convert->add_option("--experts", ca.experts, "routed MXFP4 experts: keep, or int8-shift (fused INT8 kernel layout)")
+      ->check(CLI::IsMember({"keep", "int8-shift"}));
+  convert->add_option("--headroom-bits", ca.headroom, "int8-shift headroom (default 3, the production value)")
+      ->check(CLI::Range(0, 3));
+  convert->add_option("--rounding", ca.rounding,
+                      "int8-shift ties: half-away (Triton repack, default) or half-even (its torch fallback)")
+      ->check(CLI::IsMember({"half-away", "half-even"}));
   convert->add_flag("--dry-run", ca.dry_run, "plan from the headers and print it; write nothing");
   convert->add_option("--memory-budget", ca.memory_budget, "peak buffer memory (default 1G)");
   convert->add_flag("--resume", ca.resume, "finish an interrupted conversion, skipping verified shards");

@@ -125,6 +125,20 @@ void write_conversion(JsonPrettyWriter& w, const ConfigRewriteInput& in) {
   w.string(in.tool_version);
   w.key("experts");
   w.string(in.experts_mode);
+  if (!in.expert_rounding.empty()) {  // the INT8-shift form: what a loader must know to decode it
+    w.key("expert_format");
+    w.begin_object();
+    w.key("format");
+    w.string("int8-shift");
+    w.key("headroom_bits");
+    w.uint64(in.expert_headroom_bits);
+    w.key("rounding");
+    w.string(in.expert_rounding);
+    w.key("tensors");
+    w.string_array({"{block}.ffn.experts.{w13,w2}.mxfp4", "{block}.ffn.experts.{w13,w2}.shift2",
+                    "{block}.ffn.experts.{w13,w2}.channel_scale"});
+    w.end_object();
+  }
   w.key("dense_fp8_to");
   w.string("bfloat16");
   w.key("converted_tensors");

@@ -21,6 +21,9 @@ struct ConfigRewriteInput {
   std::vector<std::string> extra_bf16_modules;  // e.g. "main_proj", "e_proj", "h_proj" when those tensors exist
   std::string tool_version;               // ckptkit version
   std::string source_structure_sha256;    // of the input checkpoint
+  // INT8-shift experts only: recorded under ckptkit_conversion.expert_format.
+  uint64_t expert_headroom_bits = 3;
+  std::string expert_rounding;            // "half-away" or "half-even"; empty for other modes
 };
 
 // SGLang module names QW lists in ignored_layers / modules_to_not_convert, in its order.

@@ -67,11 +67,16 @@ bool rewrite_input_config(const LoadedModel& in, ConvertReport& r) {
   std::string text, error;
   if (!read_text((fs::path(in.checkpoint.root) / "config.json").string(), text)) return true;
   ConfigRewriteInput cri;
-  cri.experts_mode = "keep";
+  cri.experts_mode = expert_mode_name(r.plan.experts);
+  if (r.plan.experts == ExpertMode::int8_shift) {
+    cri.expert_headroom_bits = r.plan.remap.headroom;
+    cri.expert_rounding = remap_rounding_name(r.plan.remap.rounding);
+  }
   cri.converted_tensors = r.plan.converted;
   cri.dropped_scales = r.plan.dropped_scales;
   cri.output_has_fp8 = r.plan.output_has_fp8;
-  cri.output_has_mxfp4_experts = r.plan.output_has_mxfp4_experts;
+  // INT8-shift experts still load through the quantized route.
+  cri.output_has_mxfp4_experts = r.plan.output_has_mxfp4_experts || !r.plan.fused.empty();
   cri.extra_bf16_modules = r.plan.extra_bf16_modules;
   cri.tool_version = CKPT_VERSION;
   cri.source_structure_sha256 = r.plan.source_structure_sha256;
@@ -243,6 +248,7 @@ bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport&
     kill_point("shard record written");
     r.bytes_written += result.record.output_size;
     ++r.shards_written;
+    for (const auto& [fused, stats] : result.remap_stats) r.remap_stats[fused].merge(stats);
   }
   return true;
 }
@@ -320,7 +326,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
                      "the input has structural errors (above); run `ckpt validate` on it and fix them first");
     return r;
   }
-  if (!plan_conversion(in, o.experts, r.plan, r.findings)) {
+  if (!plan_conversion(in, o.experts, o.remap, r.plan, r.findings)) {
     r.status = ConvertStatus::input_error;
     return r;
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "convert/plan.h"
@@ -15,6 +16,7 @@ namespace ckpt {
 struct ConvertOptions {
   std::string input, output;
   ExpertMode experts = ExpertMode::keep;
+  RemapOptions remap;      // --experts int8-shift
   bool dry_run = false;
   bool resume = false;     // skip shards whose record still matches input and output
   bool overwrite = false;  // allow a non-empty OUT; every output is rewritten
@@ -34,6 +36,7 @@ struct ConvertReport {
   uint64_t shards_written = 0, shards_resumed = 0;
   double seconds = 0;
   uint64_t peak_rss_bytes = 0;
+  std::map<size_t, RemapStats> remap_stats;  // per ConversionPlan::fused index (shards written this run)
   Findings findings;
 };
 

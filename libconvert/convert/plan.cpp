@@ -1,6 +1,9 @@
 #include "convert/plan.h"
 
 #include <algorithm>
+#include <array>
+#include <map>
+#include <optional>
 #include <filesystem>
 #include <unordered_map>
 
@@ -52,47 +55,156 @@ std::string structure_hash_of(const ModelView& view) {
   return structure_sha256(std::move(records));
 }
 
+// "<block>.ffn.experts.<e>.w<1|2|3>.weight" split into its parts.
+struct ExpertName {
+  std::string block;
+  uint64_t expert = 0;
+  char matrix = '1';
+};
+
+std::optional<ExpertName> parse_expert_name(const std::string& name) {
+  if (!is_mxfp4_expert_name(name)) return std::nullopt;
+  static const std::string marker = ".ffn.experts.";
+  size_t at = name.rfind(marker);
+  size_t id_begin = at + marker.size(), id_end = name.find('.', id_begin);
+  std::string digits = name.substr(id_begin, id_end - id_begin);
+  if (digits.size() > 9) return std::nullopt;
+  return ExpertName{name.substr(0, at), std::stoull(digits), name[id_end + 2]};
+}
+
+std::string shape_text(const std::vector<uint64_t>& s) {
+  std::string t;
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? "x" : "") + std::to_string(s[i]);
+  return t;
+}
+
+// Groups a block's per-expert MXFP4 tensors into its two fused matrices. Every expert
+// 0..E-1 must have w1, w2, w3 with consistent shapes and K a multiple of 32.
+bool fuse_block(const ModelView& view, const std::string& block, const std::map<uint64_t, std::array<size_t, 3>>& by_expert,
+                const RemapOptions& remap, std::vector<FusedMatrix>& out, Findings& f) {
+  auto bad = [&](const std::string& msg) {
+    f.error("REMAP_EXPERTS", "", block + ".ffn.experts", std::nullopt, msg);
+    return false;
+  };
+  uint64_t experts = by_expert.size();
+  if (by_expert.rbegin()->first != experts - 1)
+    return bad("block " + block + " numbers its experts up to " + std::to_string(by_expert.rbegin()->first) +
+               " but has only " + std::to_string(experts) + "; experts must be 0..E-1");
+  const ModelTensor& w1 = view.tensors[by_expert.begin()->second[0]];
+  const ModelTensor& w2 = view.tensors[by_expert.begin()->second[1]];
+  std::vector<uint64_t> want13 = w1.shape, want2 = w2.shape;
+  if (want13.size() != 2 || want2.size() != 2 || want13[1] * 2 % 32 != 0 || want2[1] * 2 % 32 != 0)
+    return bad("expert weights " + shape_text(want13) + " / " + shape_text(want2) +
+               " do not hold whole 32-element groups per row (K must be a multiple of 32)");
+  FusedMatrix w13{block, "w13", experts, RemapParams{2 * want13[0], want13[1] * 2, remap.headroom, remap.rounding}, {}};
+  FusedMatrix down{block, "w2", experts, RemapParams{want2[0], want2[1] * 2, remap.headroom, remap.rounding}, {}};
+  for (const auto& [e, idx] : by_expert) {
+    for (int m = 0; m < 3; ++m) {
+      if (idx[m] == SIZE_MAX)
+        return bad("expert " + std::to_string(e) + " of " + block + " has no w" + std::to_string(m + 1) + " weight");
+      const auto& want = m == 1 ? want2 : want13;
+      if (view.tensors[idx[m]].shape != want)
+        return bad(view.tensors[idx[m]].name + " is " + shape_text(view.tensors[idx[m]].shape) + ", expected " +
+                   shape_text(want) + " like expert 0");
+    }
+    auto scale_of = [&](size_t w) { return view.by_name.at(view.tensors[w].name.substr(0, view.tensors[w].name.size() - 7) + ".scale"); };
+    w13.parts.push_back({{idx[0], scale_of(idx[0])}, {idx[2], scale_of(idx[2])}});
+    down.parts.push_back({{idx[1], scale_of(idx[1])}});
+  }
+  out.push_back(std::move(w13));
+  out.push_back(std::move(down));
+  return true;
+}
+
+// INT8-shift mode: every block with routed experts becomes two fused matrices.
+bool plan_fused(const ModelView& view, const RemapOptions& remap, std::vector<FusedMatrix>& fused, Findings& f) {
+  std::map<std::string, std::map<uint64_t, std::array<size_t, 3>>> blocks;
+  for (size_t i = 0; i < view.tensors.size(); ++i) {
+    auto name = parse_expert_name(view.tensors[i].name);
+    if (!name || view.tensors[i].type != "I8") continue;
+    auto& slot = blocks[name->block].try_emplace(name->expert, std::array<size_t, 3>{SIZE_MAX, SIZE_MAX, SIZE_MAX})
+                     .first->second;
+    slot[static_cast<size_t>(name->matrix - '1')] = i;
+  }
+  for (const auto& [block, experts] : blocks)
+    if (!fuse_block(view, block, experts, remap, fused, f)) return false;
+  return true;
+}
+
 // Decides each input tensor's fate: converted (paired FP8 weight), dropped (its scale)
 // or copied (everything else, MXFP4 experts and their scales included).
-void classify(const ModelView& view, const std::vector<Fp8Pair>& pairs, std::vector<PlannedTensor>& fate,
-              std::vector<bool>& dropped) {
+enum Dropped : uint8_t { kKept = 0, kConsumedScale = 1, kConsumedByRemap = 2 };
+
+void classify(const ModelView& view, const std::vector<Fp8Pair>& pairs, const std::vector<FusedMatrix>& fused,
+              std::vector<PlannedTensor>& fate, std::vector<uint8_t>& dropped) {
   fate.assign(view.tensors.size(), PlannedTensor{});
-  dropped.assign(view.tensors.size(), false);
+  dropped.assign(view.tensors.size(), kKept);
   for (size_t i = 0; i < view.tensors.size(); ++i) fate[i].input = i;
   for (const auto& p : pairs) {
     fate[p.weight].action = p.f32_scale ? TensorAction::dequant_f32 : TensorAction::dequant_e8m0;
     fate[p.weight].scale = p.scale;
-    dropped[p.scale] = true;
+    dropped[p.scale] = kConsumedScale;
+  }
+  for (const auto& m : fused)  // remapped experts: their per-expert tensors are consumed
+    for (const auto& parts : m.parts)
+      for (const auto& [weight, scale] : parts) dropped[weight] = dropped[scale] = kConsumedByRemap;
+}
+
+// The three INT8-shift tensors of a fused matrix (mxfp4-int8-shift.md §2).
+void add_fused_tensors(const ConversionPlan& plan, size_t index, std::vector<WriterTensor>& writer,
+                       std::unordered_map<std::string, PlannedTensor>& planned) {
+  const FusedMatrix& m = plan.fused[index];
+  const RemapParams& p = m.params;
+  uint64_t kb = p.k / 32, groups = (p.rows + 7) / 8, shift_bytes = (kb + 3) / 4;
+  std::string base = m.block + ".ffn.experts." + m.matrix;
+  struct Out {
+    const char* suffix;
+    Dtype dtype;
+    std::vector<uint64_t> shape;
+    TensorAction action;
+  };
+  for (const Out& o : {Out{".mxfp4", Dtype::U8, {m.experts, kb, groups, 128}, TensorAction::remap_mxfp4},
+                       Out{".shift2", Dtype::U8, {m.experts, shift_bytes, groups, 8}, TensorAction::remap_shift2},
+                       Out{".channel_scale", Dtype::F32, {m.experts, p.rows}, TensorAction::remap_channel_scale}}) {
+    writer.push_back(WriterTensor{base + o.suffix, o.dtype, o.shape, 0, 0});
+    planned[base + o.suffix] = PlannedTensor{SIZE_MAX, o.action, SIZE_MAX, index};
   }
 }
 
-bool plan_shard(const LoadedModel& in, uint32_t file, const std::vector<PlannedTensor>& fate,
-                const std::vector<bool>& dropped, PlannedShard& shard, Findings& f) {
+bool plan_shard(const LoadedModel& in, const ConversionPlan& plan, uint32_t file,
+                const std::vector<PlannedTensor>& fate, const std::vector<uint8_t>& dropped, PlannedShard& shard,
+                Findings& f) {
   const ModelView& view = in.view;
   const Shard& src = in.checkpoint.shards[file];
   shard.name = view.files[file];
   shard.input_file = file;
   shard.input_bytes = src.file.size();
   if (src.header) shard.metadata = src.header->metadata;
-  std::unordered_map<std::string, size_t> by_name;
+  std::unordered_map<std::string, PlannedTensor> by_name;
   for (size_t i = 0; i < view.tensors.size(); ++i) {
     const ModelTensor& t = view.tensors[i];
     if (t.file != file) continue;
-    if (dropped[i]) {
-      ++shard.dropped_scales;
+    if (dropped[i] != kKept) {
+      ++(dropped[i] == kConsumedScale ? shard.dropped_scales : shard.consumed_expert_tensors);
       continue;
     }
     bool convert = fate[i].action != TensorAction::copy;
     shard.writer_tensors.push_back(WriterTensor{t.name, convert ? Dtype::BF16 : *t.dtype, t.shape, 0, 0});
-    by_name.emplace(t.name, i);
+    by_name.emplace(t.name, fate[i]);
     (convert ? shard.converted : shard.copied) += 1;
   }
+  // A fused matrix lives in the shard of its expert 0's w1 weight.
+  for (size_t m = 0; m < plan.fused.size(); ++m)
+    if (view.tensors[plan.fused[m].parts[0][0].first].file == file) {
+      add_fused_tensors(plan, m, shard.writer_tensors, by_name);
+      shard.converted += 3;
+    }
   std::string error;
   if (!plan_safetensors(shard.writer_tensors, shard.metadata, shard.header, shard.payload_bytes, error)) {
     f.error("CONVERT_PLAN", shard.name, "", std::nullopt, "cannot lay out the output shard: " + error);
     return false;
   }
-  for (const auto& w : shard.writer_tensors) shard.tensors.push_back(fate[by_name.at(w.name)]);
+  for (const auto& w : shard.writer_tensors) shard.tensors.push_back(by_name.at(w.name));
   shard.file_bytes = 8 + shard.header.size() + shard.payload_bytes;
   return true;
 }
@@ -104,6 +216,7 @@ void add_totals(const ModelView& view, ConversionPlan& plan) {
     plan.converted += s.converted;
     plan.copied += s.copied;
     plan.dropped_scales += s.dropped_scales;
+    plan.consumed_expert_tensors += s.consumed_expert_tensors;
     plan.bytes_in += s.input_bytes;
     plan.shard_bytes_out += s.file_bytes;
     for (const auto& w : s.writer_tensors) {
@@ -114,6 +227,7 @@ void add_totals(const ModelView& view, ConversionPlan& plan) {
       }
       if (w.name.rfind("mtp.", 0) == 0) ++plan.mtp_tensors;
     }
+    for (const auto& t : s.tensors) plan.remapped_expert_tensors += t.action == TensorAction::remap_mxfp4 ? 1 : 0;
   }
   for (const char* module : kProjectionModules)
     if (has_module(view, module)) plan.extra_bf16_modules.push_back(module);
@@ -121,9 +235,13 @@ void add_totals(const ModelView& view, ConversionPlan& plan) {
 
 }  // namespace
 
-bool plan_conversion(const LoadedModel& in, ExpertMode experts, ConversionPlan& plan, Findings& findings) {
+const char* expert_mode_name(ExpertMode m) { return m == ExpertMode::int8_shift ? "int8-shift" : "keep"; }
+
+bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptions& remap, ConversionPlan& plan,
+                     Findings& findings) {
   plan = ConversionPlan{};
   plan.experts = experts;
+  plan.remap = remap;
   if (in.format != ModelFormat::safetensors) {
     findings.error("CONVERT_INPUT", in.path, "", std::nullopt, "convert reads safetensors checkpoints, not GGUF");
     return false;
@@ -136,12 +254,13 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, ConversionPlan& 
   findings.append(pairing);
   if (pairing.has_errors()) return false;
 
+  if (experts == ExpertMode::int8_shift && !plan_fused(in.view, remap, plan.fused, findings)) return false;
   std::vector<PlannedTensor> fate;
-  std::vector<bool> dropped;
-  classify(in.view, pairs, fate, dropped);
+  std::vector<uint8_t> dropped;
+  classify(in.view, pairs, plan.fused, fate, dropped);
   for (uint32_t file = 0; file < in.view.files.size(); ++file) {
     plan.shards.emplace_back();
-    if (!plan_shard(in, file, fate, dropped, plan.shards.back(), findings)) return false;
+    if (!plan_shard(in, plan, file, fate, dropped, plan.shards.back(), findings)) return false;
   }
   list_side_files(in.checkpoint, plan);
   add_totals(in.view, plan);

@@ -12,22 +12,47 @@
 #include "core/findings.h"
 #include "formats/loader.h"
 #include "formats/safetensors_writer.h"
+#include "numerics/int8_shift.h"
 #include "validate/pairing.h"
 
 namespace ckpt {
 
-enum class ExpertMode { keep };
+enum class ExpertMode { keep, int8_shift };
+
+const char* expert_mode_name(ExpertMode m);        // "keep", "int8-shift"
+
+struct RemapOptions {
+  unsigned headroom = 3;
+  RemapRounding rounding = RemapRounding::half_away;
+};
+
+// One fused expert matrix of one block (mxfp4-int8-shift.md §2): w13 stacks each
+// expert's w1 rows then w3 rows; w2 is one part.
+struct FusedMatrix {
+  std::string block;   // "layers.0", "mtp.1"
+  std::string matrix;  // "w13" or "w2"
+  uint64_t experts = 0;
+  RemapParams params;  // rows N and k K of one expert
+  // parts[e] = the (weight, scale) input view indices stacked for expert e.
+  std::vector<std::vector<std::pair<size_t, size_t>>> parts;
+};
 
 enum class TensorAction : uint8_t {
   copy,          // bytes unchanged
   dequant_e8m0,  // F8_E4M3 weight x E8M0 block scale -> BF16 (exact, one RNE)
   dequant_f32,   // F8_E4M3 weight x F32 block multiplier -> BF16 (DeepSeek-V3 kernel)
+  remap_mxfp4,          // fused INT8-shift tensors, written expert by expert from the
+  remap_shift2,         // per-expert MXFP4 weights and scales of FusedMatrix `fused`
+  remap_channel_scale,
 };
 
+inline bool is_remap(TensorAction a) { return a >= TensorAction::remap_mxfp4; }
+
 struct PlannedTensor {
-  size_t input = 0;             // index into the input view
+  size_t input = SIZE_MAX;      // index into the input view (copy, dequant)
   TensorAction action = TensorAction::copy;
   size_t scale = SIZE_MAX;      // input view index of the scale (dequant only)
+  size_t fused = SIZE_MAX;      // index into ConversionPlan::fused (remap only)
 };
 
 struct PlannedShard {
@@ -43,10 +68,13 @@ struct PlannedShard {
   uint64_t file_bytes = 0;  // 8 + header + payload
   uint64_t input_bytes = 0;
   uint64_t converted = 0, copied = 0, dropped_scales = 0;
+  uint64_t consumed_expert_tensors = 0;  // per-expert MXFP4 tensors folded into fused INT8-shift ones
 };
 
 struct ConversionPlan {
   ExpertMode experts = ExpertMode::keep;
+  RemapOptions remap;
+  std::vector<FusedMatrix> fused;
   PairingOptions pairing;
   std::string profile;                 // profile whose pairing rules applied
   std::vector<PlannedShard> shards;
@@ -58,13 +86,15 @@ struct ConversionPlan {
   std::string source_structure_sha256;
   // Totals.
   uint64_t tensors_out = 0, payload_out = 0, converted = 0, copied = 0, dropped_scales = 0;
-  uint64_t expert_weight_tensors = 0, mtp_tensors = 0;
+  uint64_t consumed_expert_tensors = 0;
+  uint64_t expert_weight_tensors = 0, mtp_tensors = 0, remapped_expert_tensors = 0;
   uint64_t bytes_in = 0, shard_bytes_out = 0;
 };
 
 // Plans the conversion of a loaded (and structurally valid) input checkpoint. Returns
 // false with error findings when the input cannot be converted safely: an FP8 tensor
 // without a usable scale, a stray scale, a wrong grid, or a structural error.
-bool plan_conversion(const LoadedModel& in, ExpertMode experts, ConversionPlan& plan, Findings& findings);
+bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptions& remap, ConversionPlan& plan,
+                     Findings& findings);
 
 }  // namespace ckpt

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include "io/atomic_file.h"
 #include "io/hash.h"
 #include "numerics/fp8.h"
+#include "numerics/int8_shift.h"
 
 namespace ckpt {
 namespace {
@@ -24,15 +26,30 @@ static_assert(std::endian::native == std::endian::little, "safetensors payloads 
 
 constexpr uint64_t kCopyUnitBytes = 8u << 20;     // one read = one write for copied tensors
 constexpr uint64_t kDequantInBytes = 4u << 20;    // FP8 bytes per unit; BF16 output is twice that
-constexpr uint64_t kTokenBytes = kCopyUnitBytes + kDequantInBytes;  // worst case held by one token
 
-// One step of the shard: a byte range of one tensor (a row range when dequantizing).
+// Input bytes a unit reads: one tensor's range (`tensor` = its view index, `whole` when
+// the range is the entire tensor, so its xxh3 can be recorded on the way).
+struct Segment {
+  size_t tensor = 0;
+  uint64_t offset = 0;  // absolute offset in the tensor's file
+  uint64_t length = 0;
+  bool whole = false;
+};
+
+// One step of the shard, written in order: a byte range of one tensor (a row range when
+// dequantizing), or one expert's slab of a fused INT8-shift tensor.
 struct Unit {
-  size_t k = 0;           // index into shard.tensors
-  uint64_t in_off = 0;    // absolute input offset
-  uint64_t in_len = 0;
-  uint64_t row_begin = 0; // dequant: first weight row
+  size_t k = 0;            // index into shard.tensors
+  std::vector<Segment> in; // read back to back into the work buffer
+  uint64_t out_len = 0;
+  uint64_t row_begin = 0;  // dequant: first weight row
+  uint64_t expert = 0;     // remap: which expert's slab
   bool first = false, last = false;
+  uint64_t in_len() const {
+    uint64_t n = 0;
+    for (const auto& s : in) n += s.length;
+    return n;
+  }
 };
 
 // A scale grid read once per tensor, shared by the tensor's units.
@@ -44,27 +61,74 @@ struct ScaleGrid {
 struct Work {
   const Unit* unit = nullptr;
   std::vector<uint8_t> in;
-  std::vector<uint8_t> out;  // dequant output; copies write `in` directly
+  std::vector<uint8_t> out;  // dequant / remap output; copies write `in` directly
   std::shared_ptr<const ScaleGrid> scale;
+  RemapStats stats;          // remap_mxfp4 units
   std::string error;
   WriteStatus error_kind = WriteStatus::ok;
 };
 
-std::vector<Unit> plan_units(const ModelView& view, const PlannedShard& shard) {
+void add_tensor_units(const ModelView& view, const PlannedShard& shard, size_t k, std::vector<Unit>& units) {
+  const ModelTensor& t = view.tensors[shard.tensors[k].input];
+  bool dequant = shard.tensors[k].action != TensorAction::copy;
+  uint64_t cols = dequant ? std::max<uint64_t>(1, t.shape[1]) : 1;
+  uint64_t step = dequant ? std::max<uint64_t>(1, kDequantInBytes / cols) * cols : kCopyUnitBytes;
+  for (uint64_t done = 0; done < t.nbytes || done == 0; done += step) {
+    uint64_t n = std::min(step, t.nbytes - done);
+    Unit u;
+    u.k = k;
+    u.in.push_back(Segment{shard.tensors[k].input, t.offset + done, n, n == t.nbytes});
+    u.out_len = dequant ? 2 * n : n;
+    u.row_begin = done / cols;
+    units.push_back(std::move(u));
+    if (t.nbytes == 0) break;  // an empty tensor is one empty unit
+  }
+}
+
+// One unit per expert: mxfp4 reads each part's weight and scale, shift2 and
+// channel_scale only the scales.
+void add_remap_units(const ModelView& view, const ConversionPlan& plan, const PlannedShard& shard, size_t k,
+                     std::vector<Unit>& units) {
+  const PlannedTensor& pt = shard.tensors[k];
+  const FusedMatrix& m = plan.fused[pt.fused];
+  for (uint64_t e = 0; e < m.experts; ++e) {
+    Unit u;
+    u.k = k;
+    u.expert = e;
+    for (const auto& [weight, scale] : m.parts[e]) {
+      if (pt.action == TensorAction::remap_mxfp4) {
+        const ModelTensor& w = view.tensors[weight];
+        u.in.push_back(Segment{weight, w.offset, w.nbytes, true});
+      }
+      const ModelTensor& s = view.tensors[scale];
+      u.in.push_back(Segment{scale, s.offset, s.nbytes, true});
+    }
+    u.out_len = pt.action == TensorAction::remap_mxfp4   ? remap_mxfp4_bytes(m.params)
+                : pt.action == TensorAction::remap_shift2 ? remap_shift2_bytes(m.params)
+                                                          : remap_channel_scale_bytes(m.params);
+    units.push_back(std::move(u));
+  }
+}
+
+std::vector<Unit> plan_units(const ModelView& view, const ConversionPlan& plan, const PlannedShard& shard) {
   std::vector<Unit> units;
   for (size_t k = 0; k < shard.tensors.size(); ++k) {
-    const ModelTensor& t = view.tensors[shard.tensors[k].input];
-    bool dequant = shard.tensors[k].action != TensorAction::copy;
-    uint64_t cols = dequant ? std::max<uint64_t>(1, t.shape[1]) : 1;
-    uint64_t step = dequant ? std::max<uint64_t>(1, kDequantInBytes / cols) * cols : kCopyUnitBytes;
     size_t first = units.size();
-    for (uint64_t done = 0; done < t.nbytes; done += step)
-      units.push_back(Unit{k, t.offset + done, std::min(step, t.nbytes - done), done / cols, false, false});
-    if (units.size() == first) units.push_back(Unit{k, t.offset, 0, 0, false, false});  // empty tensor
+    if (is_remap(shard.tensors[k].action))
+      add_remap_units(view, plan, shard, k, units);
+    else
+      add_tensor_units(view, shard, k, units);
     units[first].first = true;
     units.back().last = true;
   }
   return units;
+}
+
+// Bytes one pipeline token holds at most: its input and output buffers.
+uint64_t largest_unit_bytes(const std::vector<Unit>& units) {
+  uint64_t most = 1;
+  for (const auto& u : units) most = std::max(most, u.in_len() + u.out_len);
+  return most;
 }
 
 std::string element_text(const ModelTensor& t, uint64_t element) {
@@ -81,10 +145,10 @@ class ShardPipeline {
         digests_(view_.tensors.size()) {}
 
   bool run(std::string& error, WriteStatus& kind, uint64_t& written, Xxh3& out_hash) {
-    std::vector<Unit> units = plan_units(view_, shard_);
+    std::vector<Unit> units = plan_units(view_, plan_, shard_);
     size_t next = 0;
     std::atomic<bool> failed{false};
-    size_t tokens = std::clamp<size_t>(options_.memory_budget / kTokenBytes, 2, 16);
+    size_t tokens = std::clamp<size_t>(options_.memory_budget / largest_unit_bytes(units), 2, 16);
     tbb::this_task_arena::isolate([&] {
       tbb::parallel_pipeline(
           tokens,
@@ -143,24 +207,45 @@ class ShardPipeline {
     auto w = std::make_unique<Work>();
     w->unit = &u;
     const PlannedTensor& pt = shard_.tensors[u.k];
-    const ModelTensor& t = view_.tensors[pt.input];
     if (u.first) {
       tensor_hash_.reset();
       current_scale_.reset();
-      if (pt.action != TensorAction::copy && !load_scale(pt, *w)) return w.release();
+      bool dequant = pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32;
+      if (dequant && !load_scale(pt, *w)) return w.release();
     }
     w->scale = current_scale_;
-    w->in.resize(u.in_len);
-    IoError err;
-    if (u.in_len && !file_of(t).read_at(u.in_off, w->in, err)) {
-      w->error = view_.file_of(t) + ": cannot read tensor " + t.name + " at byte " + std::to_string(u.in_off) +
-                 ": " + err.message;
-      w->error_kind = WriteStatus::io_error;
-      return w.release();
+    w->in.resize(u.in_len());
+    uint64_t at = 0;
+    for (const Segment& s : u.in) {
+      const ModelTensor& t = view_.tensors[s.tensor];
+      std::span<uint8_t> dst(w->in.data() + at, s.length);
+      IoError err;
+      if (s.length && !file_of(t).read_at(s.offset, dst, err)) {
+        w->error = view_.file_of(t) + ": cannot read tensor " + t.name + " at byte " + std::to_string(s.offset) +
+                   ": " + err.message;
+        w->error_kind = WriteStatus::io_error;
+        return w.release();
+      }
+      record_digest(s, dst, is_remap(pt.action));
+      at += s.length;
     }
-    tensor_hash_.update(w->in);
-    if (u.last) digests_[pt.input] = tensor_hash_.digest();
     return w.release();
+  }
+
+  // Each input tensor's xxh3, for the shard record: streamed tensors hash as they pass;
+  // a remapped expert tensor is read whole in one unit.
+  void record_digest(const Segment& s, std::span<const uint8_t> bytes, bool remap) {
+    if (remap) {
+      if (s.whole && !digests_[s.tensor] && view_.tensors[s.tensor].file == shard_.input_file) {
+        Xxh3 h;
+        h.update(bytes);
+        digests_[s.tensor] = h.digest();
+      }
+      return;
+    }
+    tensor_hash_.update(bytes);
+    if (s.offset + s.length == view_.tensors[s.tensor].offset + view_.tensors[s.tensor].nbytes)
+      digests_[s.tensor] = tensor_hash_.digest();
   }
 
   bool load_scale(const PlannedTensor& pt, Work& w) {
@@ -194,6 +279,7 @@ class ShardPipeline {
     if (!w->error.empty()) return w;
     const PlannedTensor& pt = shard_.tensors[w->unit->k];
     if (pt.action == TensorAction::copy) return w;
+    if (is_remap(pt.action)) return remap(w, pt);
     const ModelTensor& t = view_.tensors[pt.input];
     Fp8Grid grid{t.shape[0], t.shape[1], plan_.pairing.block_rows, plan_.pairing.block_cols};
     w->out.resize(w->in.size() * 2);
@@ -206,6 +292,54 @@ class ShardPipeline {
       w->error_kind = WriteStatus::input_error;
     }
     return w;
+  }
+
+  // One expert's slab of a fused INT8-shift tensor (mxfp4-int8-shift.md §3-§4).
+  Work* remap(Work* w, const PlannedTensor& pt) {
+    const FusedMatrix& m = plan_.fused[pt.fused];
+    std::vector<RemapPart> parts;
+    uint64_t at = 0;
+    for (const auto& [weight, scale] : m.parts[w->unit->expert]) {
+      const ModelTensor& wt = view_.tensors[weight];
+      const ModelTensor& st = view_.tensors[scale];
+      RemapPart part;
+      part.rows = wt.shape[0];
+      if (pt.action == TensorAction::remap_mxfp4) {
+        part.weight = std::span<const uint8_t>(w->in.data() + at, wt.nbytes);
+        at += wt.nbytes;
+      }
+      part.scale = std::span<const uint8_t>(w->in.data() + at, st.nbytes);
+      at += st.nbytes;
+      parts.push_back(part);
+    }
+    w->out.assign(w->unit->out_len, 0);
+    std::optional<RemapFault> fault =
+        pt.action == TensorAction::remap_mxfp4    ? remap_expert_mxfp4(parts, m.params, w->out, &w->stats)
+        : pt.action == TensorAction::remap_shift2 ? remap_expert_shift2(parts, m.params, w->out)
+                                                  : remap_expert_channel_scale(parts, m.params, w->out);
+    if (fault) {
+      w->error = remap_fault_text(m, w->unit->expert, *fault);
+      w->error_kind = WriteStatus::input_error;
+    }
+    return w;
+  }
+
+  std::string remap_fault_text(const FusedMatrix& m, uint64_t expert, const RemapFault& fault) const {
+    // Fused rows stack the parts: find which input tensor holds the faulty row.
+    uint64_t row = fault.row;
+    for (const auto& [weight, scale] : m.parts[expert]) {
+      const ModelTensor& st = view_.tensors[scale];
+      if (row < st.shape[0]) {
+        if (fault.kind == RemapFault::e8m0_nan)
+          return view_.file_of(st) + ": scale " + st.name + " holds E8M0 0xFF (NaN) at row " + std::to_string(row) +
+                 ", block " + std::to_string(fault.block) + "; the INT8-shift form has no NaN";
+        break;
+      }
+      row -= st.shape[0];
+    }
+    std::string what = fault.kind == RemapFault::overflow ? "a target outside int8 (raise no headroom above 3)"
+                                                          : "shapes the INT8-shift form cannot hold";
+    return "expert " + std::to_string(expert) + " of " + m.block + ".ffn.experts." + m.matrix + ": " + what;
   }
 
   std::string fault_text(const ModelTensor& t, const PlannedTensor& pt, const Fp8Fault& fault) const {
@@ -224,7 +358,9 @@ class ShardPipeline {
   }
 
   bool write(const Work& w, Xxh3& out_hash, uint64_t& written) {
-    const std::vector<uint8_t>& bytes = shard_.tensors[w.unit->k].action == TensorAction::copy ? w.in : w.out;
+    const PlannedTensor& pt = shard_.tensors[w.unit->k];
+    const std::vector<uint8_t>& bytes = pt.action == TensorAction::copy ? w.in : w.out;
+    if (pt.action == TensorAction::remap_mxfp4) stats_[pt.fused].merge(w.stats);
     if (!out_.write(bytes.data(), bytes.size(), write_error_)) return false;
     out_hash.update(bytes);
     written += bytes.size();
@@ -247,6 +383,9 @@ class ShardPipeline {
   std::shared_ptr<const ScaleGrid> current_scale_;
   std::string write_error_;
   bool partial_point_passed_ = false;
+
+ public:
+  std::map<size_t, RemapStats> stats_;  // per fused matrix, merged in write order
 };
 
 std::string header_bytes_of(const std::string& header) {
@@ -335,6 +474,7 @@ ShardWriteResult write_shard(const LoadedModel& in, const ConversionPlan& plan, 
       reinterpret_cast<const char*>(src.file.slice(0, src.header->data_start).data()), src.header->data_start));
   result.record.output_size = written;
   result.record.output_xxh3 = xxh3_hex(out_hash.digest());
+  result.remap_stats = std::move(pipeline.stats_);
   return result;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "convert/plan.h"
@@ -37,6 +38,7 @@ struct ShardWriteResult {
   WriteStatus status = WriteStatus::ok;
   std::string message;  // names file, tensor and element or byte offset
   ShardRecord record;
+  std::map<size_t, RemapStats> remap_stats;  // per ConversionPlan::fused index written here
 };
 
 // Writes `shard` to `out_path`. The final name only ever holds a complete file.

@@ -543,6 +543,54 @@ void compare_expected(const ModelView& view, const Catalogue& cat, const std::st
   }
 }
 
+// The INT8-shift converted form (mxfp4-int8-shift.md §2): a block's per-expert MXFP4
+// weights and scales are replaced by six fused tensors whose shapes follow from E, the
+// expert widths and the kernel layout. Applied when the checkpoint holds that form.
+bool has_int8_shift_form(const ModelView& view) {
+  for (const auto& t : view.tensors)
+    if (ends_with(t.name, ".ffn.experts.w13.mxfp4")) return true;
+  return false;
+}
+
+void add_fused_expected(const std::string& block, const std::string& matrix, uint64_t experts, uint64_t rows,
+                        uint64_t k, std::vector<ExpectedTensor>& out) {
+  uint64_t kb = k / 32, groups = (rows + 7) / 8;
+  std::string base = block + ".ffn.experts." + matrix;
+  out.push_back({base + ".mxfp4", "U8", {experts, kb, groups, 128}});
+  out.push_back({base + ".shift2", "U8", {experts, (kb + 3) / 4, groups, 8}});
+  out.push_back({base + ".channel_scale", "F32", {experts, rows}});
+}
+
+std::vector<ExpectedTensor> fuse_expected_experts(const std::vector<ExpectedTensor>& list) {
+  struct Block {
+    uint64_t experts = 0;
+    std::vector<uint64_t> w1, w2;  // one expert's packed weight shapes
+  };
+  std::map<std::string, Block> blocks;
+  std::vector<ExpectedTensor> out;
+  for (const auto& e : list) {
+    std::string_view name = e.name;
+    bool scale = ends_with(name, ".scale");
+    std::string weight = scale ? base_of(name, ".scale") + ".weight" : std::string(name);
+    if (!is_mxfp4_expert_name(weight)) {
+      out.push_back(e);
+      continue;
+    }
+    if (scale) continue;
+    std::string block = weight.substr(0, weight.rfind(".ffn.experts."));
+    Block& b = blocks[block];
+    char matrix = weight[weight.size() - 8];
+    if (matrix == '1') ++b.experts, b.w1 = e.shape;
+    if (matrix == '2') b.w2 = e.shape;
+  }
+  for (const auto& [block, b] : blocks) {
+    if (b.w1.size() != 2 || b.w2.size() != 2) continue;
+    add_fused_expected(block, "w13", b.experts, 2 * b.w1[0], 2 * b.w1[1], out);
+    add_fused_expected(block, "w2", b.experts, b.w2[0], 2 * b.w2[1], out);
+  }
+  return out;
+}
+
 std::unordered_set<std::string> allowed_dtypes(element profile) {
   std::unordered_set<std::string> out;
   if (auto a = json_get(profile, "allowed_dtypes"); a && a->is_array())
@@ -612,6 +660,7 @@ void check_deepseek_v4(const ModelView& view, Findings& f) {
   std::vector<ExpectedTensor> expected;
   bool have_catalogue = dsv4_expected_catalogue(cfg, config_file, f, expected);
   if (have_catalogue) {
+    if (has_int8_shift_form(view)) expected = fuse_expected_experts(expected);
     Catalogue cat{expected, {}};
     find_converted_pairs(view, cat);
     std::vector<char> matched(view.tensors.size(), 0);

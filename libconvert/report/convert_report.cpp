@@ -15,6 +15,8 @@ void write_totals(JsonWriter& w, const ConvertReport& r) {
   w.key("tensors").value(p.tensors_out).key("payload_bytes").value(p.payload_out);
   w.key("converted").value(p.converted).key("copied").value(p.copied).key("dropped_scales").value(p.dropped_scales);
   w.key("expert_weight_tensors").value(p.expert_weight_tensors).key("mtp_tensors").value(p.mtp_tensors);
+  w.key("remapped_expert_tensors").value(p.remapped_expert_tensors);
+  w.key("consumed_expert_tensors").value(p.consumed_expert_tensors);
   w.key("bytes_in").value(p.bytes_in).key("bytes_out").value(p.shard_bytes_out + p.side_bytes);
   w.key("disk_needed").value(r.disk_needed).key("disk_free").value(r.disk_free);
   w.end_object();
@@ -28,6 +30,29 @@ void write_shards(JsonWriter& w, const ConversionPlan& p) {
     w.key("converted").value(s.converted).key("copied").value(s.copied).key("dropped_scales").value(s.dropped_scales);
     w.key("payload_bytes").value(s.payload_bytes).key("file_bytes").value(s.file_bytes);
     w.end_object();
+  }
+  w.end_array();
+}
+
+// Remap statistics per fused matrix (mxfp4-int8-shift.md §8).
+void write_remap(JsonWriter& w, const ConvertReport& r) {
+  w.key("remap").begin_array();
+  for (const auto& [index, st] : r.remap_stats) {
+    const FusedMatrix& m = r.plan.fused[index];
+    auto rate = [](uint64_t a, uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 1.0; };
+    w.begin_object().key("block").value(m.block).key("matrix").value(m.matrix);
+    w.key("num_weights").value(st.num_weights).key("nonzero").value(st.nonzero);
+    w.key("exact_rate_all").value(rate(st.exact_all, st.num_weights));
+    w.key("exact_rate_nonzero").value(rate(st.exact_nonzero, st.nonzero));
+    w.key("overflow_count").value(st.overflow);
+    w.key("max_rel_err_nonzero").value(st.max_rel_err_nonzero);
+    w.key("mean_rel_err_nonzero").value(st.nonzero ? st.sum_rel_err_nonzero / static_cast<double>(st.nonzero) : 0.0);
+    w.key("blocks").value(st.blocks).key("blocks_folded").value(st.blocks_folded);
+    w.key("vanished_nonzero").value(st.vanished_nonzero);
+    w.key("row_span_max").value(static_cast<int64_t>(st.row_span_max));
+    w.key("row_span_hist").begin_array();
+    for (uint64_t c : st.row_span_hist) w.value(c);
+    w.end_array().end_object();
   }
   w.end_array();
 }
@@ -49,11 +74,15 @@ std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o)
   w.begin_object();
   w.key("schema").value(kConvertSchemaId);
   w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(CKPT_VERSION).end_object();
-  w.key("input").value(o.input).key("output").value(o.output).key("experts").value("keep");
+  w.key("input").value(o.input).key("output").value(o.output).key("experts").value(expert_mode_name(r.plan.experts));
+  if (r.plan.experts == ExpertMode::int8_shift)
+    w.key("int8_shift").begin_object().key("headroom_bits").value(r.plan.remap.headroom)
+        .key("rounding").value(remap_rounding_name(r.plan.remap.rounding)).end_object();
   w.key("dry_run").value(r.dry_run).key("status").value(convert_status_name(r.status));
   w.key("block_size").begin_array().value(r.plan.pairing.block_rows).value(r.plan.pairing.block_cols).end_array();
   write_totals(w, r);
   write_shards(w, r.plan);
+  write_remap(w, r);
   w.key("side_files").begin_array();
   for (const auto& f : r.plan.side_files) w.value(f);
   w.end_array();
@@ -89,6 +118,13 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
   out << "  tensors " << with_commas(p.tensors_out) << " (" << with_commas(p.converted) << " FP8 -> BF16, "
       << with_commas(p.copied) << " copied, " << with_commas(p.dropped_scales) << " scales dropped), payload "
       << with_commas(p.payload_out) << " bytes\n";
+  if (!p.fused.empty())
+    out << "  experts: " << p.fused.size() << " fused INT8-shift matrices from " << with_commas(p.consumed_expert_tensors)
+        << " MXFP4 tensors (headroom " << p.remap.headroom << ", rounding " << remap_rounding_name(p.remap.rounding) << ")\n";
+  for (const auto& [index, st] : r.remap_stats)
+    if (st.overflow || st.vanished_nonzero)
+      out << "  " << p.fused[index].block << " " << p.fused[index].matrix << ": " << st.vanished_nonzero
+          << " nonzero weights remapped to 0, " << st.overflow << " overflows\n";
   out << "  disk needed " << with_commas(r.disk_needed) << " bytes, free " << with_commas(r.disk_free) << "\n";
   if (r.dry_run) return;
   char rate[96];

@@ -11,6 +11,7 @@
 #include "core/checked_math.h"
 #include "formats/json.h"
 #include "numerics/fp8.h"
+#include "numerics/int8_shift.h"
 
 namespace ckpt {
 namespace {
@@ -117,10 +118,59 @@ class DeepCompare {
   const MappedFile& out_file(const ModelTensor& t) const { return out_.checkpoint.shards[t.file].file; }
 
   bool compare(const Expected& e, std::string& message, uint64_t& offset) {
-    const ModelTensor& src = in_.view.tensors[e.planned->input];
     const ModelTensor* dst = out_.view.find(e.tensor->name);
+    if (is_remap(e.planned->action)) return compare_remap(e, *dst, message, offset);
+    const ModelTensor& src = in_.view.tensors[e.planned->input];
     return e.planned->action == TensorAction::copy ? compare_copy(src, *dst, message, offset)
                                                    : compare_dequant(e, src, *dst, message, offset);
+  }
+
+  // Recomputes each expert's slab of a fused INT8-shift tensor from the input experts.
+  bool compare_remap(const Expected& e, const ModelTensor& dst, std::string& message, uint64_t& offset) {
+    const FusedMatrix& m = plan_.fused[e.planned->fused];
+    TensorAction action = e.planned->action;
+    uint64_t slab = action == TensorAction::remap_mxfp4    ? remap_mxfp4_bytes(m.params)
+                    : action == TensorAction::remap_shift2 ? remap_shift2_bytes(m.params)
+                                                           : remap_channel_scale_bytes(m.params);
+    std::vector<uint8_t> want(slab), got(slab);
+    for (uint64_t expert = 0; expert < m.experts; ++expert) {
+      std::vector<std::vector<uint8_t>> buffers;
+      std::vector<RemapPart> parts;
+      IoError err;
+      for (const auto& [weight, scale] : m.parts[expert]) {
+        const ModelTensor& w = in_.view.tensors[weight];
+        const ModelTensor& s = in_.view.tensors[scale];
+        buffers.emplace_back(w.nbytes);
+        buffers.emplace_back(s.nbytes);
+        if (!in_file(w).read_at(w.offset, buffers[buffers.size() - 2], err) ||
+            !in_file(s).read_at(s.offset, buffers.back(), err)) {
+          message = "read failed: " + err.message;
+          return false;
+        }
+        parts.push_back(RemapPart{buffers[buffers.size() - 2], buffers.back(), w.shape[0]});
+      }
+      auto fault = action == TensorAction::remap_mxfp4    ? remap_expert_mxfp4(parts, m.params, want, nullptr)
+                   : action == TensorAction::remap_shift2 ? remap_expert_shift2(parts, m.params, want)
+                                                          : remap_expert_channel_scale(parts, m.params, want);
+      if (fault) {
+        message = "the input experts cannot be remapped (expert " + std::to_string(expert) + ")";
+        return false;
+      }
+      if (!out_file(dst).read_at(dst.offset + expert * slab, got, err)) {
+        message = "read failed: " + err.message;
+        return false;
+      }
+      if (want != got) {
+        uint64_t i = 0;
+        while (want[i] == got[i]) ++i;
+        offset = dst.offset + expert * slab + i;
+        message = "expert " + std::to_string(expert) + " differs from the INT8-shift remap of the input at byte " +
+                  std::to_string(i) + " of its slab: output " + std::to_string(got[i]) + ", expected " +
+                  std::to_string(want[i]);
+        return false;
+      }
+    }
+    return true;
   }
 
   bool compare_copy(const ModelTensor& src, const ModelTensor& dst, std::string& message, uint64_t& offset) {
@@ -199,6 +249,23 @@ class DeepCompare {
   std::mutex mutex_;
 };
 
+// What conversion produced OUT: INT8-shift experts when fused tensors are present, with
+// the headroom and rounding its config records (the production defaults otherwise).
+ExpertMode detect_mode(const LoadedModel& out, RemapOptions& remap) {
+  bool fused = false;
+  for (const auto& t : out.view.tensors)
+    if (t.name.ends_with(".ffn.experts.w13.mxfp4") || t.name.ends_with(".ffn.experts.w2.mxfp4")) fused = true;
+  if (!fused) return ExpertMode::keep;
+  const JsonDoc* cfg = out.checkpoint.config.get();
+  auto record = cfg ? json_get(cfg->root(), "ckptkit_conversion") : std::nullopt;
+  auto format = record ? json_get(*record, "expert_format") : std::nullopt;
+  if (format) {
+    if (json_string(*format, "rounding") == "half-even") remap.rounding = RemapRounding::half_even;
+    if (auto h = json_int(*format, "headroom_bits"); h && *h >= 0 && *h <= 3) remap.headroom = static_cast<unsigned>(*h);
+  }
+  return ExpertMode::int8_shift;
+}
+
 }  // namespace
 
 void check_against_reference(const LoadedModel& out, const std::string& reference_path, bool deep, Findings& f) {
@@ -212,7 +279,9 @@ void check_against_reference(const LoadedModel& out, const std::string& referenc
   }
   ConversionPlan plan;
   Findings plan_findings;
-  if (!plan_conversion(in, ExpertMode::keep, plan, plan_findings)) {
+  RemapOptions remap;
+  ExpertMode mode = detect_mode(out, remap);
+  if (!plan_conversion(in, mode, remap, plan, plan_findings)) {
     for (auto x : plan_findings.items())
       if (x.severity == Severity::error) f.add(x);
     f.error("REF_INPUT", reference_path, "", std::nullopt, "the reference input cannot be converted");
