@@ -40,17 +40,28 @@ PY
 rm -f "$DATA/cp.src" "$DATA/cp.out"
 rm -rf "$DATA/big.out"
 
-# --experts int8-shift against --experts keep, same input, same run (goal <= 1.2).
-t4=$(date +%s.%N)
-"$CKPT" convert -q --experts keep "$DATA/big" "$DATA/big.keep" > /dev/null
-t5=$(date +%s.%N)
-"$CKPT" convert -q --experts int8-shift "$DATA/big" "$DATA/big.int8" > /dev/null
-t6=$(date +%s.%N)
-python3 - "$t4" "$t5" "$t6" <<'PY'
+# --experts int8-shift against --experts keep, same input, same run (goal <= 1.2): best of
+# two runs each, alternating, every run starting with no dirty pages left from the last.
+best_keep=""; best_int8=""
+for _ in 1 2; do
+  for mode in keep int8-shift; do
+    rm -rf "$DATA/big.$mode"; sync
+    t0=$(date +%s.%N)
+    "$CKPT" convert -q --experts "$mode" "$DATA/big" "$DATA/big.$mode" > /dev/null
+    t1=$(date +%s.%N)
+    t=$(python3 -c "print($t1 - $t0)")
+    if [ "$mode" = keep ]; then
+      best_keep=$(python3 -c "b='$best_keep'; print(min($t, float(b)) if b else $t)")
+    else
+      best_int8=$(python3 -c "b='$best_int8'; print(min($t, float(b)) if b else $t)")
+    fi
+    rm -rf "$DATA/big.$mode"
+  done
+done
+python3 - "$best_keep" "$best_int8" <<'PY'
 import sys
-t4, t5, t6 = map(float, sys.argv[1:])
-print(f"convert --experts keep:       {t5 - t4:.2f} s")
-print(f"convert --experts int8-shift: {t6 - t5:.2f} s")
-print(f"ratio int8-shift/keep:        {(t6 - t5) / (t5 - t4):.2f}   goal <= 1.2")
+keep, int8 = map(float, sys.argv[1:])
+print(f"convert --experts keep:       {keep:.2f} s (best of 2)")
+print(f"convert --experts int8-shift: {int8:.2f} s (best of 2)")
+print(f"ratio int8-shift/keep:        {int8 / keep:.2f}   goal <= 1.2")
 PY
-rm -rf "$DATA/big.keep" "$DATA/big.int8"

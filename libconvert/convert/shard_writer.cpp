@@ -68,6 +68,33 @@ struct Work {
   WriteStatus error_kind = WriteStatus::ok;
 };
 
+// Works in flight are recycled: their buffers keep their capacity, so the pipeline does
+// not map, fault in and zero fresh multi-MiB buffers for every unit (kernel time that
+// otherwise rivals the conversion itself).
+class WorkPool {
+ public:
+  std::unique_ptr<Work> take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return std::make_unique<Work>();
+    auto w = std::move(free_.back());
+    free_.pop_back();
+    return w;
+  }
+  void give(std::unique_ptr<Work> w) {
+    w->unit = nullptr;
+    w->scale.reset();
+    w->stats = RemapStats{};
+    w->error.clear();
+    w->error_kind = WriteStatus::ok;
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(w));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Work>> free_;
+};
+
 void add_tensor_units(const ModelView& view, const PlannedShard& shard, size_t k, std::vector<Unit>& units) {
   const ModelTensor& t = view.tensors[shard.tensors[k].input];
   bool dequant = shard.tensors[k].action != TensorAction::copy;
@@ -163,6 +190,11 @@ class ShardPipeline {
               tbb::make_filter<Work*, Work*>(tbb::filter_mode::parallel, [&](Work* w) { return transform(w); }) &
               tbb::make_filter<Work*, void>(tbb::filter_mode::serial_in_order, [&](Work* w) {
                 std::unique_ptr<Work> owned(w);
+                struct Recycle {
+                  WorkPool& pool;
+                  std::unique_ptr<Work>& work;
+                  ~Recycle() { pool.give(std::move(work)); }
+                } recycle{pool_, owned};
                 if (failed) return;
                 if (!w->error.empty()) {
                   error = w->error;
@@ -204,7 +236,7 @@ class ShardPipeline {
   const MappedFile& file_of(const ModelTensor& t) const { return in_.checkpoint.shards[t.file].file; }
 
   Work* read(const Unit& u) {
-    auto w = std::make_unique<Work>();
+    auto w = pool_.take();
     w->unit = &u;
     const PlannedTensor& pt = shard_.tensors[u.k];
     if (u.first) {
@@ -312,7 +344,7 @@ class ShardPipeline {
       at += st.nbytes;
       parts.push_back(part);
     }
-    w->out.assign(w->unit->out_len, 0);
+    w->out.resize(w->unit->out_len);  // every byte is written by the remap (padding included)
     std::optional<RemapFault> fault =
         pt.action == TensorAction::remap_mxfp4    ? remap_expert_mxfp4(parts, m.params, w->out, &w->stats)
         : pt.action == TensorAction::remap_shift2 ? remap_expert_shift2(parts, m.params, w->out)
@@ -383,6 +415,7 @@ class ShardPipeline {
   std::shared_ptr<const ScaleGrid> current_scale_;
   std::string write_error_;
   bool partial_point_passed_ = false;
+  WorkPool pool_;
 
  public:
   std::map<size_t, RemapStats> stats_;  // per fused matrix, merged in write order

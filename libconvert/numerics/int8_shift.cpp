@@ -391,12 +391,21 @@ std::optional<RemapFault> remap_expert_shift2(const std::vector<RemapPart>& part
   if (auto f = check_inputs(parts, p, false, out.size(), expected)) return f;
   // Padding rows of the last group are never visited below.
   std::fill(out.begin(), out.end(), uint8_t{0});
-  const uint64_t group_stride = row_groups(p) * kRowsPerGroup;
-  for_each_row(parts, p, false, [&](uint64_t row, std::span<const uint8_t>, std::span<const uint8_t> s) {
-    const uint8_t bmax = max_scale(s);
-    for (uint64_t kb = 0, at = row; kb < s.size(); kb += kBlocksPerShiftByte, at += group_stride)
-      out[at] = shift2_byte(s, bmax, kb, p.headroom);
+  // Byte (sb, n) sits at sb * G*8 + n: walking shift bytes outside and rows inside writes
+  // the slab sequentially (row by row it would stride G*8 bytes per write).
+  std::vector<const uint8_t*> scale_rows;
+  std::vector<uint8_t> row_max;
+  scale_rows.reserve(p.rows);
+  row_max.reserve(p.rows);
+  for_each_row(parts, p, false, [&](uint64_t, std::span<const uint8_t>, std::span<const uint8_t> s) {
+    scale_rows.push_back(s.data());
+    row_max.push_back(max_scale(s));
   });
+  const uint64_t kb_count = blocks_per_row(p), group_stride = row_groups(p) * kRowsPerGroup;
+  for (uint64_t kb = 0, base = 0; kb < kb_count; kb += kBlocksPerShiftByte, base += group_stride)
+    for (uint64_t row = 0; row < scale_rows.size(); ++row)
+      out[base + row] =
+          shift2_byte(std::span<const uint8_t>(scale_rows[row], kb_count), row_max[row], kb, p.headroom);
   return std::nullopt;
 }
 
