@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <tbb/global_control.h>
 
+#include "commands.h"
 #include "convert/convert.h"
 #include "formats/loader.h"
 #include "io/atomic_file.h"
@@ -24,8 +25,10 @@
 
 namespace {
 
-// Documented in the README; scripts depend on them.
-enum ExitCode : int { kOk = 0, kFindings = 1, kUsage = 2, kIoError = 3 };
+using ckptcli::kFindings;
+using ckptcli::kIoError;
+using ckptcli::kOk;
+using ckptcli::kUsage;
 
 int exit_code_for(const ckpt::Findings& f) {
   if (f.has_io_errors()) return kIoError;
@@ -253,6 +256,9 @@ int main(int argc, char** argv) {
   synth->add_flag("--tiny", sa.tiny, "a small model with the same names, dtypes and block types, random data");
   synth->add_option("--seed", sa.seed, "random seed for --tiny");
 
+  ckptcli::Command dump = ckptcli::add_dump_command(app);
+  ckptcli::Command repack = ckptcli::add_repack_command(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -268,5 +274,7 @@ int main(int argc, char** argv) {
   if (*validate) return run_validate(va);
   if (*synth) return run_synth(sa);
   if (*convert) return run_convert(ca);
+  if (*dump.sub) return dump.run();
+  if (*repack.sub) return repack.run();
   return kUsage;
 }
