@@ -24,6 +24,20 @@ std::unique_ptr<LoadedModel> load_model_checked(const std::string& path) {
   return model;
 }
 
+std::string describe(const Findings& findings) {
+  std::string s;
+  for (const auto& f : findings.items()) s += f.code + " " + f.file + " [" + f.tensor + "] " + f.message + "\n";
+  return s;
+}
+
+std::vector<uint8_t> tensor_bytes(const LoadedModel& model, const ModelTensor& tensor) {
+  MappedFile f;
+  IoError err;
+  EXPECT_TRUE(f.open(model.view.file_paths[tensor.file], err)) << err.message;
+  auto s = f.slice(tensor.offset, tensor.nbytes);
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
 std::string fixture(const std::string& rel) { return std::string(CKPT_FIXTURES_DIR) + "/" + rel; }
 
 TempDir::TempDir() {

@@ -12,6 +12,13 @@
 
 namespace ckpt::test {
 
+// Every finding on one line ("CODE file [tensor] message"), for assertion messages.
+std::string describe(const Findings& findings);
+// A tensor's payload bytes, read through the model's own file.
+std::vector<uint8_t> tensor_bytes(const LoadedModel& model, const ModelTensor& tensor);
+// 'path' for a shell command line (paths in tests hold no single quotes).
+inline std::string shell_quote(const std::string& s) { return "'" + s + "'"; }
+
 // Opens a checkpoint directory, .safetensors or .gguf file with the library's own loader
 // (the same code the CLI runs) and fails the current test when it reports errors.
 std::unique_ptr<LoadedModel> load_model_checked(const std::string& path);

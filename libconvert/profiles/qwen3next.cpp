@@ -118,12 +118,39 @@ void check_ssm_a_values(Context& c, const GgufTensorInfo& t) {
                 " = " + value + "); ssm_a stores -exp(A_log), so every element must be < 0");
 }
 
+// `ckpt repack-experts --a-log fix` replaces blk.N.ssm_a by blk.N.A_log = log(-ssm_a) and
+// marks the file; such a layer is whole when its A_log is F32 and finite everywhere.
+bool check_recovered_a_log(Context& c, int64_t il) {
+  if (c.g.get_string("ckptkit.repack.a_log") != "fixed") return false;
+  auto it = c.by_name.find("blk." + num(il) + ".A_log");
+  if (it == c.by_name.end()) return false;
+  const GgufTensorInfo& t = *it->second;
+  auto begin = checked_add(c.g.data_start, t.offset);
+  auto end = begin ? checked_add(*begin, t.nbytes) : std::nullopt;
+  if (t.type != c.p.ssm_a_type || !end || *end > c.file.size() || t.nbytes % 4 != 0) {
+    c.f.error("Q3N_SSM_A_TYPE", c.display, t.name, t.info_offset, t.name + " must be F32 and inside the file");
+    return true;
+  }
+  auto bytes = c.file.slice(*begin, t.nbytes);
+  for (uint64_t i = 0; i < t.nbytes / 4; ++i) {
+    float v;
+    std::memcpy(&v, bytes.data() + i * 4, 4);
+    if (!std::isfinite(v)) {
+      c.f.error("Q3N_SSM_A_NOT_NEGATIVE", c.display, t.name, *begin + i * 4,
+                t.name + " element " + std::to_string(i) + " is not finite; A_log = log(-ssm_a) must be");
+      break;
+    }
+  }
+  return true;
+}
+
 void check_ssm_a(Context& c, int64_t block_count, int64_t interval) {
   for (int64_t il = 0; il < block_count; ++il) {
     if ((il + 1) % interval == 0) continue;  // a full-attention layer
     const std::string name = "blk." + num(il) + "." + c.p.ssm_a_suffix;
     auto it = c.by_name.find(name);
     if (it == c.by_name.end()) {
+      if (check_recovered_a_log(c, il)) continue;
       c.f.error("Q3N_SSM_A_MISSING", c.display, name, std::nullopt,
                 name + " is missing; layer " + num(il) + " is recurrent ((il + 1) % " + num(interval) +
                     " != 0) and needs it");

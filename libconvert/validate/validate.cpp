@@ -10,6 +10,7 @@
 #include "formats/loader.h"
 #include "io/hash.h"
 #include "profiles/registry.h"
+#include "repack/pack_validate.h"
 #include "validate/deep_scan.h"
 #include "validate/reference.h"
 
@@ -131,6 +132,14 @@ ValidationReport validate_path(const std::string& path, const ValidateOptions& o
   report.path = path;
   report.deep = options.deep;
   report.sha256 = options.sha256 || !options.hub_sha256_file.empty();
+  // An expert pack (`ckpt repack-experts` output) is checked by its own validator.
+  if (is_expert_pack(path)) {
+    report.format = "expert-pack";
+    validate_expert_pack(path, options.reference, options.deep, report.findings);
+    report.findings.sort_stable();
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+  }
   StReadOptions read_options;
   read_options.mode = options.mode;
   LoadedModel model;

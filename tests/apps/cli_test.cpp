@@ -10,7 +10,7 @@
 namespace ckpt {
 namespace {
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
+const auto q = test::shell_quote;
 
 JsonDoc parse_json(const std::string& text) {
   JsonDoc doc;
@@ -97,6 +97,32 @@ TEST(Cli, SynthTinyValidatesDeep) {
   auto v = test::run_ckpt("validate --deep " + q(out));
   EXPECT_EQ(v.exit_code, 0) << v.out.substr(0, 4000);
   EXPECT_EQ(test::run_ckpt("synth deepseek-v4-flash-0731 " + q(tmp.str("x"))).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// The chain for GGUF: repack, then the pack and its dense.gguf validate clean and
+// the dense tensors dump exactly as in the source.
+TEST(Cli, RepackedDenseGgufValidatesAndDumpsLikeTheSource) {
+  test::TempDir tmp;
+  std::string src = test::fixture("ggml/qwen3next-tiny.gguf"), pack = tmp.str("pack");
+  ASSERT_EQ(test::run_ckpt("repack-experts -q " + q(src) + " " + q(pack)).exit_code, 0);
+  auto dense = test::run_ckpt("validate --deep " + q(pack + "/dense.gguf"));
+  EXPECT_EQ(dense.exit_code, 0) << dense.out;
+  EXPECT_NE(dense.out.find("profile qwen3next"), std::string::npos) << dense.out;
+  auto whole = test::run_ckpt("validate --deep --reference " + q(src) + " " + q(pack));
+  EXPECT_EQ(whole.exit_code, 0) << whole.out;
+  for (const char* name : {"token_embd.weight", "blk.0.attn_norm.weight", "blk.3.ffn_gate_inp.weight"}) {
+    auto a = test::run_ckpt("dump " + q(src) + " " + name + " -o " + q(tmp.str("a")));
+    auto b = test::run_ckpt("dump " + q(pack + "/dense.gguf") + " " + name + " -o " + q(tmp.str("b")));
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(test::read_file(tmp.str("a")), test::read_file(tmp.str("b"))) << name;
+  }
 }
 
 }  // namespace

@@ -15,13 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
-
-std::string describe(const Findings& f) {
-  std::string s;
-  for (const auto& x : f.items()) s += x.code + " " + x.file + " [" + x.tensor + "] " + x.message + "\n";
-  return s;
-}
+using test::describe;
+using test::tensor_bytes;
+const auto q = test::shell_quote;
 
 ConvertReport convert_int8(const std::string& in, const std::string& out, RemapRounding rounding) {
   ConvertOptions o;
@@ -30,14 +26,6 @@ ConvertReport convert_int8(const std::string& in, const std::string& out, RemapR
   o.experts = ExpertMode::int8_shift;
   o.remap.rounding = rounding;
   return convert_checkpoint(o);
-}
-
-std::vector<uint8_t> bytes_of(const LoadedModel& m, const ModelTensor& t) {
-  MappedFile f;
-  IoError err;
-  EXPECT_TRUE(f.open(m.view.file_paths[t.file], err));
-  auto s = f.slice(t.offset, t.nbytes);
-  return std::vector<uint8_t>(s.begin(), s.end());
 }
 
 void expect_fused_equal_oracle(const std::string& out, const std::string& oracle_file) {
@@ -49,7 +37,7 @@ void expect_fused_equal_oracle(const std::string& out, const std::string& oracle
     ASSERT_NE(mine, nullptr) << t.name;
     EXPECT_EQ(mine->type, t.type) << t.name;
     EXPECT_EQ(mine->shape, t.shape) << t.name;
-    EXPECT_TRUE(bytes_of(*ours, *mine) == bytes_of(*oracle, t)) << t.name << " differs from " << oracle_file;
+    EXPECT_TRUE(tensor_bytes(*ours, *mine) == tensor_bytes(*oracle, t)) << t.name << " differs from " << oracle_file;
     ++compared;
   }
   EXPECT_EQ(compared, 30u);  // 5 blocks x {w13, w2} x {mxfp4, shift2, channel_scale}
@@ -94,7 +82,7 @@ TEST(ConvertInt8Shift, NonExpertTensorsEqualThePlainConversionAndConfigRecordsTh
     const ModelTensor* mine = ours->view.find(t.name);
     ASSERT_NE(mine, nullptr) << t.name;
     EXPECT_EQ(ours->view.file_of(*mine), keep->view.file_of(t)) << t.name;
-    EXPECT_TRUE(bytes_of(*ours, *mine) == bytes_of(*keep, t)) << t.name;
+    EXPECT_TRUE(tensor_bytes(*ours, *mine) == tensor_bytes(*keep, t)) << t.name;
     ++same;
   }
   EXPECT_GT(same, 100u);

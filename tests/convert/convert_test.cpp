@@ -18,27 +18,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
-
-std::string describe(const Findings& f) {
-  std::string s;
-  for (const auto& x : f.items()) s += x.code + " " + x.file + " [" + x.tensor + "] " + x.message + "\n";
-  return s;
-}
+using test::describe;
+using test::tensor_bytes;
+const auto q = test::shell_quote;
 
 ConvertReport convert(const std::string& in, const std::string& out) {
   ConvertOptions o;
   o.input = in;
   o.output = out;
   return convert_checkpoint(o);
-}
-
-std::vector<uint8_t> tensor_bytes(const LoadedModel& m, const ModelTensor& t) {
-  MappedFile f;
-  IoError err;
-  EXPECT_TRUE(f.open(m.view.file_paths[t.file], err));
-  auto s = f.slice(t.offset, t.nbytes);
-  return std::vector<uint8_t>(s.begin(), s.end());
 }
 
 // Tensors present in `reference` and in `ours`: same shard, dtype, shape; bytes equal

@@ -13,6 +13,10 @@ import jsonschema
 def main() -> int:
     ckpt, source, fixtures = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
     schemas = {p.name: json.loads(p.read_text()) for p in (source / "schemas").glob("*.schema.json")}
+    # Our $id values are names, not URLs; older jsonschema resolves local "#/$defs" refs
+    # against $id and fails, so validate with the $id removed.
+    for schema in schemas.values():
+        schema.pop("$id", None)
     runs = [
         ("validation-report.schema.json", ["validate", "--json", "-", str(fixtures / "oracle/dsv4-tiny")]),
         ("validation-report.schema.json", ["validate", "--deep", "--sha256", "--json", "-", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
@@ -21,9 +25,22 @@ def main() -> int:
         ("inspect.schema.json", ["inspect", "--json", str(fixtures / "oracle/dsv4-tiny")]),
         ("convert-report.schema.json", ["convert", "--dry-run", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
         ("convert-report.schema.json", ["convert", "--dry-run", "--json", "-", str(fixtures / "oracle/dsv4-edge.qw-bf16"), "/tmp/ckpt-schema-out"]),
+        ("convert-report.schema.json", ["convert", "--dry-run", "--experts", "int8-shift", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
         ("inspect.schema.json", ["inspect", "--json", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
     ]
     failed = 0
+    # An expert pack's manifest (written by repack-experts, not printed): check the file itself.
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([ckpt, "repack-experts", "-q", str(fixtures / "ggml/qwen3next-tiny.gguf"), tmp + "/pack"],
+                       capture_output=True)
+        try:
+            manifest = json.loads(pathlib.Path(tmp + "/pack/manifest.json").read_text())
+            jsonschema.Draft202012Validator(schemas["expert-pack-manifest.schema.json"]).validate(manifest)
+            print("ok   expert-pack-manifest.schema.json: repack-experts qwen3next-tiny.gguf")
+        except Exception as e:
+            failed += 1
+            print(f"FAIL expert-pack-manifest.schema.json: {str(e)[:400]}")
     for schema_name, args in runs:
         out = subprocess.run([ckpt, *args], capture_output=True, text=True).stdout
         try:

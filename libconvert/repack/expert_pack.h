@@ -1,0 +1,77 @@
+// `ckpt repack-experts`: splits a GGUF MoE file into
+//   OUT_DIR/experts.bin    one blob per (layer, expert) = that expert's slices of
+//                          ffn_gate_exps, ffn_up_exps (or fused ffn_gate_up_exps) and
+//                          ffn_down_exps, raw quantized bytes unchanged, each blob at a
+//                          multiple of `align` and the file zero-padded to one, so an
+//                          O_DIRECT reader can fetch any expert with one aligned pread;
+//   OUT_DIR/dense.gguf     every other tensor and all metadata as a valid GGUF v3, with
+//                          ckptkit.repack.* keys (and blk.N.ssm_a -> blk.N.A_log with --a-log fix);
+//   OUT_DIR/manifest.json  schemas/expert-pack-manifest.schema.json, written last.
+// (gguf.md §7-§8). Streams with fixed-size buffers; every output is written under a hidden
+// temporary name, fsynced and renamed, so an interrupted run leaves no partial file.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/findings.h"
+
+namespace ckpt {
+
+struct RepackOptions {
+  uint64_t align = 4096;   // power of two, 512 B .. 1 GiB
+  bool fix_a_log = true;   // blk.N.ssm_a (−exp(A_log)) -> blk.N.A_log = log(−ssm_a)
+  bool overwrite = false;  // allow a non-empty OUT_DIR
+  // (bytes done, bytes total) over everything read and written; may be empty.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+// The pack's fixed file names and the keys dense.gguf records the repack under.
+inline constexpr const char* kPackExpertsFile = "experts.bin";
+inline constexpr const char* kPackDenseFile = "dense.gguf";
+inline constexpr const char* kPackManifestFile = "manifest.json";
+inline constexpr const char* kPackManifestSchema = "ckptkit/expert-pack-manifest/v1";
+inline constexpr const char* kRepackExpertsKey = "ckptkit.repack.experts";  // = "experts.bin"
+inline constexpr const char* kRepackALogKey = "ckptkit.repack.a_log";      // = "fixed" or "kept"
+inline constexpr uint64_t kRepackMinAlign = 512;                            // O_DIRECT's smallest sector
+inline constexpr uint64_t kRepackMaxAlign = uint64_t{1} << 30;
+
+// Status values (the CLI's exit codes).
+enum RepackStatus : int { kRepackOk = 0, kRepackInputError = 1, kRepackUsage = 2, kRepackIoError = 3 };
+
+struct RepackPartStats {
+  std::string tensor, role, type;  // role: gate, up, gate_up, down
+  uint64_t expert_stride = 0;      // bytes of one expert's slice
+  bool stride_aligned = false;     // expert_stride % align == 0
+};
+
+struct RepackLayerStats {
+  uint64_t layer = 0, experts = 0;
+  std::vector<RepackPartStats> parts;
+  uint64_t blob_size = 0, blob_stride = 0;  // unpadded / padded to align
+  std::vector<std::string> reasons;         // why the source layout is not O_DIRECT-ready
+};
+
+struct RepackReport {
+  int status = kRepackOk;
+  Findings findings;
+  std::string input, out_dir, source_sha256, a_log;  // a_log: "fixed" or "kept"
+  uint64_t align = 0;
+  std::vector<RepackLayerStats> layers;
+  uint64_t blobs = 0, experts_bytes = 0, dense_bytes = 0, dense_tensors = 0, a_log_tensors = 0;
+  uint64_t source_bytes = 0, padding_bytes = 0;
+  double seconds = 0;
+};
+
+RepackReport repack_experts(const std::string& in, const std::string& out_dir, const RepackOptions& options);
+
+// ckptkit/repack-report/v1: options, per-layer stats, totals, findings.
+std::string repack_report_json(const RepackReport& report);
+
+// The A_log recovery of one value: log(−ssm_a) in double, rounded once to f32. Only
+// meaningful for finite, strictly negative inputs (the caller checks).
+float a_log_from_ssm_a(float ssm_a);
+
+}  // namespace ckpt

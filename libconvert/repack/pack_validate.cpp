@@ -1,0 +1,705 @@
+#include "repack/pack_validate.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "core/checked_math.h"
+#include "formats/ggml_types.h"
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
+#include "formats/json.h"
+#include "io/hash.h"
+#include "io/mapped_file.h"
+#include "repack/expert_pack.h"
+
+namespace ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kMaxManifestBytes = uint64_t{1} << 30;
+constexpr uint64_t kMaxBytes = uint64_t{1} << 56;   // any offset or size in a pack (64 PiB)
+constexpr uint64_t kMaxIndex = uint64_t{1} << 24;   // layer and expert numbers
+constexpr size_t kReadChunk = 4u << 20;             // streaming buffer per file
+constexpr size_t kMaxPaddingFindings = 8;
+
+struct ManifestPart {
+  std::string tensor, type;
+  int64_t type_id = -1;
+  uint64_t ne0 = 0, ne1 = 0, offset = 0, size = 0, source_offset = 0;
+  std::string xxh3;
+};
+
+struct ManifestBlob {
+  uint64_t layer = 0, expert = 0, offset = 0, size = 0;
+  std::vector<ManifestPart> parts;
+  bool parts_ok = true;  // every part lies inside the blob, without overlaps
+};
+
+struct Manifest {
+  uint64_t alignment = 0, source_size = 0, experts_size = 0, dense_size = 0;
+  std::string a_log, source_sha256, experts_name, dense_name;
+  std::vector<ManifestBlob> blobs;
+};
+
+std::string blob_name(const ManifestBlob& b) {
+  return "blob layer " + std::to_string(b.layer) + " expert " + std::to_string(b.expert);
+}
+
+// A plain file name inside the pack: no directories, no "..", nothing that leaves it.
+bool is_plain_file_name(const std::string& name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
+  return std::none_of(name.begin(), name.end(), [](char c) { return c == '/' || c == '\\' || c == '\0'; });
+}
+
+// A GGUF tensor name as the reader accepts it: 1..63 bytes, no control characters.
+bool is_tensor_name(const std::string& name) {
+  if (name.empty() || name.size() > kGgufMaxNameLength) return false;
+  return std::none_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+}
+
+// Reads the manifest into typed fields; every missing, mistyped or out-of-range member is
+// a PACK_MANIFEST_FIELD finding naming its JSON path.
+class ManifestReader {
+ public:
+  ManifestReader(const std::string& file, Findings& f) : file_(file), f_(f) {}
+  bool read(simdjson::dom::element root, Manifest& m);
+
+ private:
+  bool bad(const std::string& path, const std::string& why) {
+    f_.error("PACK_MANIFEST_FIELD", file_, "", std::nullopt, "manifest member " + path + " " + why);
+    return false;
+  }
+  std::optional<simdjson::dom::element> member(simdjson::dom::element obj, const std::string& path, const char* key) {
+    auto v = json_get(obj, key);
+    if (!v) bad(path + "." + key, "is missing");
+    return v;
+  }
+  bool u64(simdjson::dom::element obj, const std::string& path, const char* key, uint64_t max, uint64_t& out) {
+    auto v = member(obj, path, key);
+    if (!v) return false;
+    uint64_t x = 0;
+    if (v->get_uint64().get(x)) return bad(path + "." + key, "is not a non-negative integer");
+    if (x > max) return bad(path + "." + key, "is " + std::to_string(x) + ", above the bound " + std::to_string(max));
+    out = x;
+    return true;
+  }
+  bool str(simdjson::dom::element obj, const std::string& path, const char* key, std::string& out) {
+    auto v = member(obj, path, key);
+    if (!v) return false;
+    std::string_view s;
+    if (v->get_string().get(s)) return bad(path + "." + key, "is not a string");
+    out = std::string(s);
+    return true;
+  }
+  bool array(simdjson::dom::element obj, const std::string& path, const char* key, simdjson::dom::array& out) {
+    auto v = member(obj, path, key);
+    if (!v) return false;
+    if (v->get_array().get(out)) return bad(path + "." + key, "is not an array");
+    return true;
+  }
+  bool object(simdjson::dom::element obj, const std::string& path, const char* key, simdjson::dom::element& out) {
+    auto v = member(obj, path, key);
+    if (!v) return false;
+    if (!v->is_object()) return bad(path + "." + key, "is not an object");
+    out = *v;
+    return true;
+  }
+  bool read_files(simdjson::dom::element root, Manifest& m);
+  bool read_layers(simdjson::dom::element root);
+  bool read_blob(simdjson::dom::element e, const std::string& path, ManifestBlob& b);
+  bool read_part(simdjson::dom::element e, const std::string& path, ManifestPart& p);
+
+  std::string file_;
+  Findings& f_;
+};
+
+bool ManifestReader::read_part(simdjson::dom::element e, const std::string& path, ManifestPart& p) {
+  if (!e.is_object()) return bad(path, "is not an object");
+  bool ok = str(e, path, "tensor", p.tensor) & str(e, path, "type", p.type) & str(e, path, "xxh3", p.xxh3) &
+            u64(e, path, "offset", kMaxBytes, p.offset) & u64(e, path, "size", kMaxBytes, p.size) &
+            u64(e, path, "source_offset", kMaxBytes, p.source_offset);
+  uint64_t type_id = 0;
+  ok &= u64(e, path, "type_id", kGgmlTypeCount - 1, type_id);
+  p.type_id = static_cast<int64_t>(type_id);
+  simdjson::dom::array ne;
+  if (array(e, path, "ne", ne)) {
+    std::vector<uint64_t> dims;
+    for (auto d : ne) {
+      uint64_t x = 0;
+      if (d.get_uint64().get(x) || x == 0 || x > kMaxBytes) return bad(path + ".ne", "holds a value that is not in 1..2^56");
+      dims.push_back(x);
+    }
+    if (dims.size() != 2) return bad(path + ".ne", "has " + std::to_string(dims.size()) + " dims, expected 2 (one expert's slice)");
+    p.ne0 = dims[0];
+    p.ne1 = dims[1];
+  } else {
+    ok = false;
+  }
+  if (ok && !is_tensor_name(p.tensor)) return bad(path + ".tensor", "is not a GGUF tensor name (1..63 bytes, no control characters)");
+  if (ok && !is_hex_digest(p.xxh3, 16)) return bad(path + ".xxh3", "is not 16 lowercase hex digits");
+  return ok;
+}
+
+bool ManifestReader::read_blob(simdjson::dom::element e, const std::string& path, ManifestBlob& b) {
+  if (!e.is_object()) return bad(path, "is not an object");
+  bool ok = u64(e, path, "layer", kMaxIndex, b.layer) & u64(e, path, "expert", kMaxIndex, b.expert) &
+            u64(e, path, "offset", kMaxBytes, b.offset) & u64(e, path, "size", kMaxBytes, b.size);
+  simdjson::dom::array parts;
+  if (!array(e, path, "parts", parts)) return false;
+  size_t i = 0;
+  for (auto pe : parts) {
+    ManifestPart p;
+    ok &= read_part(pe, path + ".parts[" + std::to_string(i++) + "]", p);
+    b.parts.push_back(std::move(p));
+  }
+  if (ok && b.parts.empty()) return bad(path + ".parts", "is empty");
+  return ok;
+}
+
+bool ManifestReader::read_files(simdjson::dom::element root, Manifest& m) {
+  simdjson::dom::element source, experts, dense;
+  if (!object(root, "$", "source", source) || !object(root, "$", "experts_file", experts) ||
+      !object(root, "$", "dense_file", dense)) {
+    return false;
+  }
+  std::string path, name;
+  bool ok = str(source, "$.source", "path", path) & str(source, "$.source", "name", name) &
+            str(source, "$.source", "sha256", m.source_sha256) & u64(source, "$.source", "size", kMaxBytes, m.source_size);
+  ok &= str(experts, "$.experts_file", "name", m.experts_name) & u64(experts, "$.experts_file", "size", kMaxBytes, m.experts_size);
+  ok &= str(dense, "$.dense_file", "name", m.dense_name) & u64(dense, "$.dense_file", "size", kMaxBytes, m.dense_size);
+  if (ok && !is_hex_digest(m.source_sha256, 64)) ok = bad("$.source.sha256", "is not 64 lowercase hex digits");
+  return ok;
+}
+
+// Layers are descriptive (strides, reasons); check their shape, the blobs carry the data.
+bool ManifestReader::read_layers(simdjson::dom::element root) {
+  simdjson::dom::array layers;
+  if (!array(root, "$", "layers", layers)) return false;
+  bool ok = true;
+  size_t i = 0;
+  for (auto l : layers) {
+    const std::string path = "$.layers[" + std::to_string(i++) + "]";
+    if (!l.is_object()) return bad(path, "is not an object");
+    uint64_t n = 0;
+    simdjson::dom::array a;
+    ok &= u64(l, path, "layer", kMaxIndex, n) & u64(l, path, "expert_count", kMaxIndex, n) & array(l, path, "parts", a) &
+          array(l, path, "repack_reasons", a);
+  }
+  return ok;
+}
+
+bool ManifestReader::read(simdjson::dom::element root, Manifest& m) {
+  if (!root.is_object()) return bad("$", "is not an object");
+  std::string schema;
+  if (!str(root, "$", "schema", schema)) return false;
+  if (schema != kPackManifestSchema) return bad("$.schema", "is '" + schema + "', expected '" + kPackManifestSchema + "'");
+  simdjson::dom::element tool;
+  bool ok = object(root, "$", "tool", tool) & read_files(root, m) & read_layers(root) &
+            u64(root, "$", "alignment", kRepackMaxAlign, m.alignment) & str(root, "$", "a_log", m.a_log);
+  if (ok && m.a_log != "fixed" && m.a_log != "kept") ok = bad("$.a_log", "is '" + m.a_log + "', expected fixed or kept");
+  simdjson::dom::array blobs;
+  if (!array(root, "$", "blobs", blobs)) return false;
+  size_t i = 0;
+  for (auto be : blobs) {
+    ManifestBlob b;
+    ok &= read_blob(be, "$.blobs[" + std::to_string(i++) + "]", b);
+    m.blobs.push_back(std::move(b));
+  }
+  return ok;
+}
+
+// The pack's checks in order; each appends findings and the later ones skip what an
+// earlier failure makes meaningless.
+class PackValidator {
+ public:
+  PackValidator(const std::string& dir, Findings& f) : dir_(dir), f_(f) {}
+  void run(const std::string& reference, bool deep);
+
+ private:
+  bool load_manifest();
+  bool check_names();
+  bool check_experts_file();
+  void check_blob_geometry();
+  void check_parts(ManifestBlob& b);
+  void check_blob_order();
+  void hash_parts();
+  void check_padding();
+  void check_dense();
+  void check_reference(const std::string& reference, bool deep);
+  bool reference_sha256(const MappedFile& ref);
+  void compare_parts(const MappedFile& ref, const GgufFile& g);
+  bool expected_source(const GgufFile& g, const ManifestBlob& b, const ManifestPart& p);
+  void check_coverage(const GgufFile& g);
+  void compare_dense(const MappedFile& ref, const GgufFile& g);
+  void compare_dense_kvs(const MappedFile& ref, const GgufFile& g);
+  void compare_a_log(const MappedFile& ref, uint64_t ref_data_start, const GgufTensorInfo& src, const GgufTensorInfo& out);
+  bool bytes_equal(const MappedFile& a, uint64_t a_off, const MappedFile& b, uint64_t b_off, uint64_t len,
+                   uint64_t& first_diff);
+  bool part_in_file(const ManifestBlob& b, const ManifestPart& p) const;
+  std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
+
+  std::string dir_;
+  Findings& f_;
+  Manifest m_;
+  MappedFile experts_, dense_;
+  std::optional<GgufFile> dense_gguf_;  // when dense.gguf read without errors
+  bool geometry_ok_ = true;
+  std::vector<uint8_t> buf_a_, buf_b_;  // streaming buffers, allocated once
+};
+
+bool PackValidator::load_manifest() {
+  const std::string file = path(kPackManifestFile);
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    f_.error("PACK_MANIFEST_MISSING", file, "", std::nullopt, "the pack has no " + std::string(kPackManifestFile));
+    return false;
+  }
+  const uint64_t size = fs::file_size(file, ec);
+  if (ec || size > kMaxManifestBytes) {
+    f_.error("PACK_MANIFEST_PARSE", file, "", std::nullopt, "manifest is unreadable or larger than 1 GiB");
+    return false;
+  }
+  std::ifstream in(file, std::ios::binary);
+  std::string text(static_cast<size_t>(size), '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
+    f_.error("IO_READ", file, "", std::nullopt, "cannot read " + file);
+    return false;
+  }
+  JsonDoc doc;
+  std::string error;
+  if (!doc.parse(text, error)) {
+    f_.error("PACK_MANIFEST_PARSE", file, "", std::nullopt, "manifest is not valid JSON: " + error);
+    return false;
+  }
+  return ManifestReader(file, f_).read(doc.root(), m_);
+}
+
+bool PackValidator::check_names() {
+  bool ok = true;
+  for (const auto* name : {&m_.experts_name, &m_.dense_name}) {
+    if (!is_plain_file_name(*name)) {
+      f_.error("PACK_NAME_ESCAPES", path(kPackManifestFile), "", std::nullopt,
+               "manifest names the file '" + *name + "', which is not a plain file name inside the pack");
+      ok = false;
+    }
+  }
+  if (!is_power_of_two(m_.alignment) || m_.alignment < kRepackMinAlign) {
+    f_.error("PACK_ALIGNMENT", path(kPackManifestFile), "", std::nullopt,
+             "alignment " + std::to_string(m_.alignment) + " is not a power of two of at least " +
+                 std::to_string(kRepackMinAlign));
+    ok = false;
+  }
+  return ok;
+}
+
+bool PackValidator::check_experts_file() {
+  const std::string file = path(m_.experts_name);
+  IoError err;
+  if (!experts_.open(file, err)) {
+    f_.error("PACK_FILE_MISSING", file, "", std::nullopt, "cannot read the experts file: " + err.message);
+    return false;
+  }
+  if (experts_.size() != m_.experts_size) {
+    f_.error("PACK_FILE_SIZE", file, "", experts_.size(),
+             m_.experts_name + " is " + std::to_string(experts_.size()) + " bytes, the manifest says " +
+                 std::to_string(m_.experts_size));
+  }
+  if (experts_.size() % m_.alignment != 0) {
+    f_.error("PACK_FILE_UNALIGNED", file, "", experts_.size(),
+             m_.experts_name + " length " + std::to_string(experts_.size()) + " is not a multiple of the alignment " +
+                 std::to_string(m_.alignment));
+  }
+  return true;
+}
+
+bool PackValidator::part_in_file(const ManifestBlob& b, const ManifestPart& p) const {
+  auto start = checked_add(b.offset, p.offset);
+  auto end = start ? checked_add(*start, p.size) : std::nullopt;
+  return end && *end <= experts_.size();
+}
+
+// Parts must be of a live type, sized as their shape says, inside their blob, disjoint.
+void PackValidator::check_parts(ManifestBlob& b) {
+  const std::string file = path(m_.experts_name);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& p : b.parts) {
+    const uint64_t ne[4] = {p.ne0, p.ne1, 1, 1};
+    auto nbytes = ggml_nbytes(static_cast<int32_t>(p.type_id), ne);
+    if (ggml_type_name(static_cast<int32_t>(p.type_id)) != p.type || !nbytes || *nbytes != p.size) {
+      f_.error("PACK_PART_SIZE", file, p.tensor, std::nullopt,
+               blob_name(b) + " part '" + p.tensor + "' is " + std::to_string(p.size) + " bytes of " + p.type + " (id " +
+                   std::to_string(p.type_id) + ") with ne {" + std::to_string(p.ne0) + ", " + std::to_string(p.ne1) +
+                   "}, which does not match its type and shape");
+      b.parts_ok = false;
+    }
+    auto end = checked_add(p.offset, p.size);
+    if (!end || *end > b.size || p.size == 0) {
+      f_.error("PACK_PART_RANGE", file, p.tensor, std::nullopt,
+               blob_name(b) + " part '" + p.tensor + "' [" + std::to_string(p.offset) + ", +" + std::to_string(p.size) +
+                   ") does not lie inside the blob's " + std::to_string(b.size) + " bytes");
+      b.parts_ok = false;
+      continue;
+    }
+    ranges.emplace_back(p.offset, *end);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) {
+      f_.error("PACK_PART_OVERLAP", file, "", b.offset + ranges[i].first,
+               blob_name(b) + " has parts overlapping at blob offset " + std::to_string(ranges[i].first));
+      b.parts_ok = false;
+    }
+  }
+}
+
+void PackValidator::check_blob_geometry() {
+  const std::string file = path(m_.experts_name);
+  std::set<std::pair<uint64_t, uint64_t>> seen;
+  for (auto& b : m_.blobs) {
+    if (!seen.insert({b.layer, b.expert}).second) {
+      f_.error("PACK_BLOB_DUPLICATE", file, "", b.offset, blob_name(b) + " appears more than once");
+      geometry_ok_ = false;
+    }
+    if (b.offset % m_.alignment != 0) {
+      f_.error("PACK_BLOB_UNALIGNED", file, "", b.offset,
+               blob_name(b) + " starts at " + std::to_string(b.offset) + ", not a multiple of " + std::to_string(m_.alignment));
+      geometry_ok_ = false;
+    }
+    auto end = checked_add(b.offset, b.size);
+    if (!end || *end > experts_.size() || b.size == 0) {
+      f_.error("PACK_BLOB_RANGE", file, "", b.offset,
+               blob_name(b) + " [" + std::to_string(b.offset) + ", +" + std::to_string(b.size) + ") does not lie inside " +
+                   m_.experts_name + " (" + std::to_string(experts_.size()) + " bytes)");
+      geometry_ok_ = false;
+    }
+    check_parts(b);
+  }
+  check_blob_order();
+}
+
+void PackValidator::check_blob_order() {
+  std::vector<const ManifestBlob*> sorted;
+  for (const auto& b : m_.blobs) sorted.push_back(&b);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    const auto& prev = *sorted[i - 1];
+    auto prev_end = checked_add(prev.offset, prev.size);
+    if (!prev_end || sorted[i]->offset < *prev_end) {
+      f_.error("PACK_BLOB_OVERLAP", path(m_.experts_name), "", sorted[i]->offset,
+               blob_name(*sorted[i]) + " at " + std::to_string(sorted[i]->offset) + " overlaps " + blob_name(prev));
+      geometry_ok_ = false;
+    }
+  }
+}
+
+// The point of the manifest: every part's bytes hash to what it records. Streamed.
+void PackValidator::hash_parts() {
+  const std::string file = path(m_.experts_name);
+  std::vector<uint8_t>& buf = buf_a_;
+  buf.resize(kReadChunk);
+  for (const auto& b : m_.blobs) {
+    for (const auto& p : b.parts) {
+      if (!part_in_file(b, p)) continue;  // already reported as a range finding
+      Xxh3 hash;
+      const uint64_t start = b.offset + p.offset;
+      for (uint64_t pos = 0; pos < p.size; pos += buf.size()) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), p.size - pos));
+        IoError err;
+        if (!experts_.read_at(start + pos, std::span<uint8_t>(buf.data(), n), err)) {
+          f_.error("IO_READ", file, p.tensor, start + pos, err.message);
+          return;
+        }
+        hash.update(std::span<const uint8_t>(buf.data(), n));
+      }
+      const std::string got = xxh3_hex(hash.digest());
+      if (got != p.xxh3) {
+        f_.error("PACK_PART_HASH", file, p.tensor, start,
+                 blob_name(b) + " part '" + p.tensor + "' at " + std::to_string(start) + " has xxh3 " + got +
+                     ", the manifest says " + p.xxh3);
+      }
+    }
+  }
+}
+
+// Bytes outside every blob are padding and must be zero (a reader may read them).
+void PackValidator::check_padding() {
+  std::vector<std::pair<uint64_t, uint64_t>> blobs;
+  for (const auto& b : m_.blobs) blobs.emplace_back(b.offset, b.offset + b.size);
+  std::sort(blobs.begin(), blobs.end());
+  std::vector<std::pair<uint64_t, uint64_t>> gaps;
+  uint64_t pos = 0;
+  for (const auto& [start, end] : blobs) {
+    if (start > pos) gaps.emplace_back(pos, start);
+    pos = std::max(pos, end);
+  }
+  if (experts_.size() > pos) gaps.emplace_back(pos, experts_.size());
+  size_t reported = 0;
+  std::vector<uint8_t>& buf = buf_a_;
+  buf.resize(kReadChunk);
+  for (const auto& [start, end] : gaps) {
+    for (uint64_t pos = start; pos < end; pos += buf.size()) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), end - pos));
+      IoError err;
+      if (!experts_.read_at(pos, std::span<uint8_t>(buf.data(), n), err)) {
+        f_.error("IO_READ", path(m_.experts_name), "", pos, err.message);
+        return;
+      }
+      auto it = std::find_if(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n), [](uint8_t v) { return v != 0; });
+      if (it == buf.begin() + static_cast<std::ptrdiff_t>(n)) continue;
+      const uint64_t at = pos + static_cast<uint64_t>(it - buf.begin());
+      if (reported++ < kMaxPaddingFindings) {
+        f_.warning("PACK_PADDING_NONZERO", path(m_.experts_name), "", at,
+                   "padding byte at " + std::to_string(at) + " is " + std::to_string(*it) + ", expected 0");
+      }
+      break;  // one finding per gap
+    }
+  }
+}
+
+void PackValidator::check_dense() {
+  const std::string file = path(m_.dense_name);
+  IoError err;
+  if (!dense_.open(file, err)) {
+    f_.error("PACK_FILE_MISSING", file, "", std::nullopt, "cannot read the dense file: " + err.message);
+    return;
+  }
+  if (dense_.size() != m_.dense_size) {
+    f_.error("PACK_FILE_SIZE", file, "", dense_.size(),
+             m_.dense_name + " is " + std::to_string(dense_.size()) + " bytes, the manifest says " + std::to_string(m_.dense_size));
+  }
+  Findings gguf_findings;
+  auto g = read_gguf(dense_, file, gguf_findings);
+  for (const auto& finding : gguf_findings.items()) {
+    if (finding.severity == Severity::error) f_.add(finding);
+  }
+  if (!g || gguf_findings.has_errors()) {
+    f_.error("PACK_DENSE_INVALID", file, "", std::nullopt, m_.dense_name + " is not a valid GGUF file");
+    return;
+  }
+  dense_gguf_ = std::move(g);
+  const auto& dg = dense_gguf_;
+  const auto experts_marker = dg->get_string(kRepackExpertsKey);
+  const auto a_log_marker = dg->get_string(kRepackALogKey);
+  if (experts_marker != m_.experts_name || a_log_marker != m_.a_log) {
+    f_.error("PACK_DENSE_MARKER", file, "", std::nullopt,
+             m_.dense_name + " records " + kRepackExpertsKey + " = '" + experts_marker.value_or("(missing)") + "' and " +
+                 kRepackALogKey + " = '" + a_log_marker.value_or("(missing)") + "', the manifest says '" + m_.experts_name +
+                 "' and '" + m_.a_log + "'");
+  }
+}
+
+bool PackValidator::reference_sha256(const MappedFile& ref) {
+  Sha256 sha;
+  std::vector<uint8_t>& buf = buf_a_;
+  buf.resize(kReadChunk);
+  for (uint64_t pos = 0; pos < ref.size(); pos += buf.size()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), ref.size() - pos));
+    IoError err;
+    if (!ref.read_at(pos, std::span<uint8_t>(buf.data(), n), err)) {
+      f_.error("IO_READ", ref.path(), "", pos, err.message);
+      return false;
+    }
+    sha.update(std::span<const uint8_t>(buf.data(), n));
+  }
+  const std::string got = sha.hex_digest();
+  if (got != m_.source_sha256) {
+    f_.error("PACK_SOURCE_SHA256", ref.path(), "", std::nullopt,
+             "reference SHA-256 is " + got + ", the manifest's source has " + m_.source_sha256);
+    return false;
+  }
+  return true;
+}
+
+// The part must be expert b.expert's slice of the named 3-D tensor in the reference.
+bool PackValidator::expected_source(const GgufFile& g, const ManifestBlob& b, const ManifestPart& p) {
+  const auto* t = g.find_tensor(p.tensor);
+  std::optional<uint64_t> expected;
+  if (t != nullptr && t->n_dims == 3 && b.expert < t->ne[2] && t->nbytes / t->ne[2] == p.size) {
+    expected = checked_add(g.data_start + t->offset, b.expert * p.size);  // inside the file: read_gguf checked
+  }
+  if (!expected || *expected != p.source_offset) {
+    f_.error("PACK_SOURCE_RANGE", path(m_.experts_name), p.tensor, std::nullopt,
+             blob_name(b) + " part '" + p.tensor + "' claims source bytes [" + std::to_string(p.source_offset) + ", +" +
+                 std::to_string(p.size) + "), which are not expert " + std::to_string(b.expert) + " of that tensor");
+    return false;
+  }
+  return true;
+}
+
+bool PackValidator::bytes_equal(const MappedFile& a, uint64_t a_off, const MappedFile& b, uint64_t b_off, uint64_t len,
+                                uint64_t& first_diff) {
+  std::vector<uint8_t>& x = buf_a_;
+  std::vector<uint8_t>& y = buf_b_;
+  x.resize(kReadChunk);
+  y.resize(kReadChunk);
+  for (uint64_t pos = 0; pos < len; pos += x.size()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(x.size(), len - pos));
+    IoError err;
+    if (!a.read_at(a_off + pos, std::span<uint8_t>(x.data(), n), err) ||
+        !b.read_at(b_off + pos, std::span<uint8_t>(y.data(), n), err)) {
+      f_.error("IO_READ", err.path, "", std::nullopt, err.message);
+      first_diff = pos;
+      return false;
+    }
+    if (std::memcmp(x.data(), y.data(), n) != 0) {
+      size_t i = 0;
+      while (x[i] == y[i]) ++i;
+      first_diff = pos + i;
+      return false;
+    }
+  }
+  return true;
+}
+
+void PackValidator::compare_parts(const MappedFile& ref, const GgufFile& g) {
+  for (const auto& b : m_.blobs) {
+    for (const auto& p : b.parts) {
+      if (!part_in_file(b, p) || !expected_source(g, b, p)) continue;
+      uint64_t diff = 0;
+      if (!bytes_equal(experts_, b.offset + p.offset, ref, p.source_offset, p.size, diff)) {
+        f_.error("PACK_SOURCE_MISMATCH", path(m_.experts_name), p.tensor, b.offset + p.offset + diff,
+                 blob_name(b) + " part '" + p.tensor + "' differs from its source slice at byte " + std::to_string(diff) +
+                     " (source offset " + std::to_string(p.source_offset + diff) + ")");
+      }
+    }
+  }
+}
+
+// Every expert of every expert tensor in the reference is in exactly one blob.
+void PackValidator::check_coverage(const GgufFile& g) {
+  std::map<std::string, std::set<uint64_t>> packed;
+  for (const auto& b : m_.blobs) {
+    for (const auto& p : b.parts) packed[p.tensor].insert(b.expert);
+  }
+  for (const auto& t : g.tensors) {
+    const bool expert = t.n_dims == 3 && t.name.find("_exps.weight") != std::string::npos && t.name.rfind("blk.", 0) == 0;
+    if (!expert) continue;
+    const auto& have = packed[t.name];
+    if (have.size() != t.ne[2]) {
+      f_.error("PACK_EXPERT_MISSING", path(m_.experts_name), t.name, std::nullopt,
+               "the pack holds " + std::to_string(have.size()) + " of the " + std::to_string(t.ne[2]) + " experts of '" +
+                   t.name + "'");
+    }
+  }
+}
+
+// Every source KV is in dense.gguf with the same encoded bytes (type and value).
+void PackValidator::compare_dense_kvs(const MappedFile& ref, const GgufFile& g) {
+  const std::string file = path(m_.dense_name);
+  for (const auto& kv : g.kvs) {
+    if (kv.key == kRepackExpertsKey || kv.key == kRepackALogKey) continue;
+    const auto* out = dense_gguf_->find_kv(kv.key);
+    uint64_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+    const bool same = out != nullptr && gguf_kv_byte_range(ref, kv, a0, a1) && gguf_kv_byte_range(dense_, *out, b0, b1) &&
+                      a1 - a0 == b1 - b0 && std::memcmp(ref.slice(a0, a1 - a0).data(), dense_.slice(b0, b1 - b0).data(), a1 - a0) == 0;
+    if (!same) {
+      f_.error("PACK_DENSE_MISMATCH", file, "", std::nullopt,
+               "key '" + kv.key + "' of the reference is " + (out ? "different" : "missing") + " in " + m_.dense_name);
+    }
+  }
+}
+
+// dense.gguf's blk.N.A_log must be log(−ssm_a) of the source, value for value, bit for bit.
+void PackValidator::compare_a_log(const MappedFile& ref, uint64_t ref_data_start, const GgufTensorInfo& src,
+                                  const GgufTensorInfo& out) {
+  const std::string file = path(m_.dense_name);
+  if (src.type != kGgmlF32 || out.type != kGgmlF32 || src.nbytes != out.nbytes) {
+    f_.error("PACK_DENSE_MISMATCH", file, out.name, std::nullopt, "'" + out.name + "' does not match the shape of '" + src.name + "'");
+    return;
+  }
+  const auto a = ref.slice(ref_data_start + src.offset, src.nbytes);
+  const auto b = dense_.slice(dense_gguf_->data_start + out.offset, out.nbytes);
+  for (uint64_t i = 0; i < src.nbytes / 4; ++i) {
+    float x, y;
+    std::memcpy(&x, a.data() + 4 * i, 4);
+    std::memcpy(&y, b.data() + 4 * i, 4);
+    const float expected = a_log_from_ssm_a(x);
+    if (std::memcmp(&expected, &y, 4) != 0) {
+      f_.error("PACK_A_LOG_MISMATCH", file, out.name, dense_gguf_->data_start + out.offset + 4 * i,
+               "'" + out.name + "' element " + std::to_string(i) + " is not log(-" + src.name + "[" + std::to_string(i) + "])");
+      return;
+    }
+  }
+}
+
+void PackValidator::compare_dense(const MappedFile& ref, const GgufFile& g) {
+  compare_dense_kvs(ref, g);
+  std::set<std::string> packed;
+  for (const auto& b : m_.blobs) {
+    for (const auto& p : b.parts) packed.insert(p.tensor);
+  }
+  const std::string file = path(m_.dense_name);
+  for (const auto& t : g.tensors) {
+    if (packed.count(t.name)) continue;
+    const auto* out = dense_gguf_->find_tensor(t.name);
+    const bool renamed = out == nullptr && m_.a_log == "fixed" && t.name.size() > 6 &&
+                         t.name.compare(t.name.size() - 6, 6, ".ssm_a") == 0;
+    if (renamed) out = dense_gguf_->find_tensor(t.name.substr(0, t.name.size() - 5) + "A_log");
+    if (out == nullptr) {
+      f_.error("PACK_DENSE_MISMATCH", file, t.name, std::nullopt, "tensor '" + t.name + "' is missing from " + m_.dense_name);
+      continue;
+    }
+    if (renamed) {
+      compare_a_log(ref, g.data_start, t, *out);
+      continue;
+    }
+    uint64_t diff = 0;
+    const bool same_shape = out->type == t.type && out->nbytes == t.nbytes && std::equal(t.ne, t.ne + 4, out->ne);
+    if (!same_shape || !bytes_equal(dense_, dense_gguf_->data_start + out->offset, ref, g.data_start + t.offset, t.nbytes, diff)) {
+      f_.error("PACK_DENSE_MISMATCH", file, t.name, std::nullopt,
+               "tensor '" + t.name + "' differs from the reference" + (same_shape ? " at byte " + std::to_string(diff) : " in type or shape"));
+    }
+  }
+}
+
+void PackValidator::check_reference(const std::string& reference, bool deep) {
+  MappedFile ref;
+  IoError err;
+  if (!ref.open(reference, err)) {
+    f_.error("IO_OPEN", reference, "", std::nullopt, "cannot read the reference: " + err.message);
+    return;
+  }
+  if (!reference_sha256(ref)) return;
+  Findings ref_findings;
+  auto g = read_gguf(ref, reference, ref_findings);
+  if (!g || ref_findings.has_errors()) {
+    f_.error("PACK_REFERENCE_INVALID", reference, "", std::nullopt, "the reference is not a valid GGUF file");
+    return;
+  }
+  if (geometry_ok_) compare_parts(ref, *g);
+  check_coverage(*g);
+  if (deep && dense_gguf_) compare_dense(ref, *g);
+}
+
+}  // namespace
+
+bool is_expert_pack(const std::string& dir) {
+  std::error_code ec;
+  const fs::path d(dir);
+  return fs::is_directory(d, ec) && fs::is_regular_file(d / kPackManifestFile, ec) &&
+         (fs::exists(d / kPackExpertsFile, ec) || fs::exists(d / kPackDenseFile, ec));
+}
+
+void PackValidator::run(const std::string& reference, bool deep) {
+  if (!load_manifest() || !check_names()) return;
+  if (check_experts_file()) {
+    check_blob_geometry();
+    hash_parts();
+    if (geometry_ok_) check_padding();
+  }
+  check_dense();
+  if (!reference.empty()) check_reference(reference, deep);
+}
+
+void validate_expert_pack(const std::string& dir, const std::string& reference_gguf, bool deep, Findings& f) {
+  PackValidator(dir, f).run(reference_gguf, deep);
+}
+
+}  // namespace ckpt

@@ -1,0 +1,22 @@
+// Validation of an expert pack written by `ckpt repack-experts` (expert_pack.h):
+// the manifest against schemas/expert-pack-manifest.schema.json (every number bounded,
+// every name a plain file name), the geometry of experts.bin (alignment, blob and part
+// ranges, padding), the xxh3 of every blob part (streamed: the manifest exists so a
+// reader can trust each blob), dense.gguf through the GGUF reader, and with the source
+// file as reference: its SHA-256 and every part byte-equal to its source slice
+// (with deep also every dense tensor and KV). Findings use PACK_* codes (IO_* for I/O).
+#pragma once
+
+#include <string>
+
+#include "core/findings.h"
+
+namespace ckpt {
+
+// A directory holding manifest.json next to experts.bin or dense.gguf.
+bool is_expert_pack(const std::string& dir);
+
+// reference_gguf: the file the pack was made from, or "" for none.
+void validate_expert_pack(const std::string& dir, const std::string& reference_gguf, bool deep, Findings& f);
+
+}  // namespace ckpt
