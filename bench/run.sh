@@ -52,3 +52,9 @@ echo "ratio sha256 throughput:   $(ratio "$t_sum" "$t_sha")   goal >= 5"
 
 echo "== converter"
 bash "$(dirname "$0")/convert.sh" "$CKPT" "$DATA"
+
+echo "== repack-experts"
+bash "$(dirname "$0")/repack.sh" "$CKPT" "$DATA"
+
+echo "== dequantization (MB/s of input per ggml type)"
+bash "$(dirname "$0")/dequant.sh" "$CKPT"
