@@ -22,16 +22,6 @@ constexpr uint64_t kInt64Max = static_cast<uint64_t>(INT64_MAX);
 
 std::string num(uint64_t v) { return std::to_string(v); }
 
-// Bytes of one element of a fixed-size KV type; 0 for STRING, ARRAY and invalid ids.
-uint64_t value_type_size(int32_t type) {
-  switch (type) {
-    case kGgufUint8: case kGgufInt8: case kGgufBool: return 1;
-    case kGgufUint16: case kGgufInt16: return 2;
-    case kGgufUint32: case kGgufInt32: case kGgufFloat32: return 4;
-    case kGgufUint64: case kGgufInt64: case kGgufFloat64: return 8;
-    default: return 0;
-  }
-}
 
 bool valid_value_type(int32_t type) { return type >= 0 && type < kGgufTypeCount; }
 
@@ -264,7 +254,7 @@ bool GgufParser::read_value(GgufKV& kv) {
 
 bool GgufParser::read_scalar(GgufKV& kv) {
   const uint64_t at = r_.pos();
-  const uint64_t size = value_type_size(kv.type);
+  const uint64_t size = gguf_value_type_size(kv.type);
   if (r_.remaining() < size) return truncated("the value of key '" + kv.key + "'", "", at, size);
   uint8_t raw[8] = {};
   auto bytes = r_.peek(size);
@@ -311,7 +301,7 @@ bool GgufParser::read_array(GgufKV& kv) {
   }
   kv.array_offset = r_.pos();
   if (kv.array_type == kGgufString) return walk_string_array(kv);
-  const uint64_t bytes = kv.array_count * value_type_size(kv.array_type);  // <= 2^33: no overflow
+  const uint64_t bytes = kv.array_count * gguf_value_type_size(kv.array_type);  // <= 2^33: no overflow
   if (bytes > r_.remaining()) {
     return truncated("array '" + kv.key + "' of " + num(kv.array_count) + " " + gguf_value_type_name(kv.array_type),
                      "", kv.array_offset, bytes);
@@ -602,6 +592,16 @@ std::optional<GgufFile> GgufParser::run() {
 }
 
 }  // namespace
+
+uint64_t gguf_value_type_size(int32_t type) {
+  switch (type) {
+    case kGgufUint8: case kGgufInt8: case kGgufBool: return 1;
+    case kGgufUint16: case kGgufInt16: return 2;
+    case kGgufUint32: case kGgufInt32: case kGgufFloat32: return 4;
+    case kGgufUint64: case kGgufInt64: case kGgufFloat64: return 8;
+    default: return 0;
+  }
+}
 
 std::string gguf_value_type_name(int32_t type) {
   static constexpr const char* kNames[kGgufTypeCount] = {"UINT8", "INT8", "UINT16", "INT16", "UINT32",

@@ -33,6 +33,8 @@ inline constexpr uint64_t kGgufMaxNameLength = 63;                   // gguf.cpp
 
 // "UINT32", "ARRAY", or "type 13" for an invalid id.
 std::string gguf_value_type_name(int32_t type);
+// Bytes of one value of a fixed-size KV type; 0 for STRING, ARRAY and invalid ids.
+uint64_t gguf_value_type_size(int32_t type);
 
 struct GgufKV {
   std::string key;

@@ -11,16 +11,6 @@ namespace {
 constexpr uint32_t kGgufVersion = 3;
 constexpr size_t kZeroChunk = 4096;
 
-// Bytes of a fixed-size KV value type; 0 for STRING/ARRAY/invalid ids.
-uint64_t scalar_size(int32_t type) {
-  switch (type) {
-    case kGgufUint8: case kGgufInt8: case kGgufBool: return 1;
-    case kGgufUint16: case kGgufInt16: return 2;
-    case kGgufUint32: case kGgufInt32: case kGgufFloat32: return 4;
-    case kGgufUint64: case kGgufInt64: case kGgufFloat64: return 8;
-    default: return 0;
-  }
-}
 
 // A bounds-checked cursor over the mapped source: every read proves it stays in the file.
 class Cursor {
@@ -61,7 +51,7 @@ bool skip_array(Cursor& c) {
     }
     return true;
   }
-  const uint64_t size = scalar_size(elem_type);
+  const uint64_t size = gguf_value_type_size(elem_type);
   auto bytes = checked_mul(count, size);
   return size != 0 && bytes && c.skip(*bytes);
 }
@@ -112,7 +102,7 @@ bool gguf_kv_byte_range(const MappedFile& file, const GgufKV& kv, uint64_t& begi
   } else if (type == kGgufArray) {
     ok = skip_array(c);
   } else {
-    ok = scalar_size(type) != 0 && c.skip(scalar_size(type));
+    ok = gguf_value_type_size(type) != 0 && c.skip(gguf_value_type_size(type));
   }
   if (!ok) return false;
   begin = kv.offset;
