@@ -38,6 +38,12 @@ std::vector<uint8_t> tensor_bytes(const LoadedModel& model, const ModelTensor& t
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 
+std::vector<uint8_t> tensor_bytes(const LoadedModel& model, const std::string& name) {
+  const ModelTensor* t = model.view.find(name);
+  EXPECT_NE(t, nullptr) << name;
+  return t ? tensor_bytes(model, *t) : std::vector<uint8_t>{};
+}
+
 std::string fixture(const std::string& rel) { return std::string(CKPT_FIXTURES_DIR) + "/" + rel; }
 
 TempDir::TempDir() {

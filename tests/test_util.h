@@ -16,6 +16,8 @@ namespace ckpt::test {
 std::string describe(const Findings& findings);
 // A tensor's payload bytes, read through the model's own file.
 std::vector<uint8_t> tensor_bytes(const LoadedModel& model, const ModelTensor& tensor);
+// The same by name; fails the test (and returns nothing) when the tensor is absent.
+std::vector<uint8_t> tensor_bytes(const LoadedModel& model, const std::string& name);
 // 'path' for a shell command line (paths in tests hold no single quotes).
 inline std::string shell_quote(const std::string& s) { return "'" + s + "'"; }
 

@@ -110,17 +110,7 @@ TEST(Int8GemmRef, EpilogueRoundsLikeTheKernel) {
 // ---------------------------------------------------------------------------------------------
 // On the oracle's remapped weights (dsv4-tiny, Triton rounding) against the original MXFP4.
 
-std::vector<uint8_t> tensor_bytes(const LoadedModel& m, const std::string& name) {
-  const ModelTensor* t = m.view.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (!t) return {};
-  MappedFile f;
-  IoError err;
-  EXPECT_TRUE(f.open(m.view.file_paths[t->file], err)) << err.message;
-  if (!f.bytes().data() || t->offset + t->nbytes > f.size()) return {};
-  auto s = f.slice(t->offset, t->nbytes);
-  return {s.begin(), s.end()};
-}
+using test::tensor_bytes;
 
 // The original weights w[n][k] = lut_x2[c]·2^(b−128) of one expert's fused matrix, as doubles.
 std::vector<double> original_weights(const LoadedModel& in, const std::string& block, const std::string& matrix,

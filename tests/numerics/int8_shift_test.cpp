@@ -446,17 +446,7 @@ TEST(RemapStats, MergeAddsAndTakesMaxima) {
 // ---------------------------------------------------------------------------------------------
 // Oracle: the deployment repository's own Triton and torch repacks of dsv4-tiny.
 
-std::vector<uint8_t> tensor_bytes(const LoadedModel& m, const std::string& name) {
-  const ModelTensor* t = m.view.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (!t) return {};
-  MappedFile f;
-  IoError err;
-  EXPECT_TRUE(f.open(m.view.file_paths[t->file], err)) << err.message;
-  if (!f.bytes().data() || t->offset + t->nbytes > f.size()) return {};
-  auto s = f.slice(t->offset, t->nbytes);
-  return {s.begin(), s.end()};
-}
+using test::tensor_bytes;
 
 const char* const kBlocks[] = {"layers.0", "layers.1", "layers.2", "mtp.0", "mtp.1"};
 constexpr int kExperts = 8;
