@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 DEMO_DIR   ?= demo-out
 DEB_PACKAGES = cmake g++ make pkg-config libcli11-dev libsimdjson-dev libxxhash-dev libssl-dev \
-               libtbb-dev libgtest-dev python3-jsonschema
+               libtbb-dev libgtest-dev python3-jsonschema hipcc
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 .PHONY: all deps build asan-build demo test test-normal asan bench clean

@@ -44,7 +44,18 @@ std::vector<uint8_t> tensor_bytes(const LoadedModel& model, const std::string& n
   return t ? tensor_bytes(model, *t) : std::vector<uint8_t>{};
 }
 
-std::string fixture(const std::string& rel) { return std::string(CKPT_FIXTURES_DIR) + "/" + rel; }
+// CKPT_TEST_FIXTURES / CKPT_TEST_BIN_DIR override the build-time paths, so the suite runs
+// from a copied build tree (the GPU machine gets the build and the fixtures it needs).
+std::string fixture(const std::string& rel) {
+  const char* dir = std::getenv("CKPT_TEST_FIXTURES");
+  return std::string(dir && *dir ? dir : CKPT_FIXTURES_DIR) + "/" + rel;
+}
+
+std::string tool_binary(const std::string& name) {
+  const char* dir = std::getenv("CKPT_TEST_BIN_DIR");
+  if (dir && *dir) return std::string(dir) + "/" + name;
+  return (std::filesystem::path(CKPT_BINARY).parent_path() / name).string();
+}
 
 TempDir::TempDir() {
   std::random_device rd;
@@ -111,13 +122,20 @@ static std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+std::string read_text(const std::string& path) { return slurp(path); }
+
 RunResult run_ckpt(const std::string& args) { return run_ckpt_env("", args); }
 
 RunResult run_ckpt_env(const std::string& env, const std::string& args, const std::string& shell_prefix) {
+  return run_tool("ckpt", env, args, shell_prefix);
+}
+
+RunResult run_tool(const std::string& name, const std::string& env, const std::string& args,
+                   const std::string& shell_prefix) {
   TempDir tmp;
   std::string out = tmp.str("out"), err = tmp.str("err");
-  std::string cmd = shell_prefix + env + (env.empty() ? "" : " ") + std::string(CKPT_BINARY) + " " + args + " >" +
-                    out + " 2>" + err + " </dev/null";
+  std::string cmd = shell_prefix + env + (env.empty() ? "" : " ") + tool_binary(name) + " " + args + " >" + out +
+                    " 2>" + err + " </dev/null";
   int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

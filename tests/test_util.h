@@ -43,6 +43,7 @@ class TempDir {
 };
 
 std::vector<uint8_t> read_file(const std::string& path);
+std::string read_text(const std::string& path);
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 void write_text(const std::string& path, const std::string& text);
 // Copies a file or a whole directory (recursively); the copy is writable.
@@ -63,5 +64,10 @@ RunResult run_ckpt(const std::string& args);
 // Same, with environment assignments ("A=1 B=2") and a shell prefix ("ulimit -f 100; ").
 // A run killed by signal N reports exit code 128 + N, as a shell does.
 RunResult run_ckpt_env(const std::string& env, const std::string& args, const std::string& shell_prefix = "");
+// The path of a tool built beside ckpt ("ckpt", "ckpt-gpu").
+std::string tool_binary(const std::string& name);
+// Runs that tool like run_ckpt_env.
+RunResult run_tool(const std::string& name, const std::string& env, const std::string& args,
+                   const std::string& shell_prefix = "");
 
 }  // namespace ckpt::test

@@ -17,202 +17,20 @@
 #include "io/hash.h"
 #include "io/mapped_file.h"
 #include "repack/expert_pack.h"
+#include "repack/pack_manifest.h"
 
 namespace ckpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kMaxManifestBytes = uint64_t{1} << 30;
-constexpr uint64_t kMaxBytes = uint64_t{1} << 56;   // any offset or size in a pack (64 PiB)
-constexpr uint64_t kMaxIndex = uint64_t{1} << 24;   // layer and expert numbers
 constexpr size_t kReadChunk = 4u << 20;             // streaming buffer per file
 constexpr size_t kMaxPaddingFindings = 8;
-
-struct ManifestPart {
-  std::string tensor, type;
-  int64_t type_id = -1;
-  uint64_t ne0 = 0, ne1 = 0, offset = 0, size = 0, source_offset = 0;
-  std::string xxh3;
-};
-
-struct ManifestBlob {
-  uint64_t layer = 0, expert = 0, offset = 0, size = 0;
-  std::vector<ManifestPart> parts;
-  bool parts_ok = true;  // every part lies inside the blob, without overlaps
-};
-
-struct Manifest {
-  uint64_t alignment = 0, source_size = 0, experts_size = 0, dense_size = 0;
-  std::string a_log, source_sha256, experts_name, dense_name;
-  std::vector<ManifestBlob> blobs;
-};
-
-std::string blob_name(const ManifestBlob& b) {
-  return "blob layer " + std::to_string(b.layer) + " expert " + std::to_string(b.expert);
-}
 
 // A plain file name inside the pack: no directories, no "..", nothing that leaves it.
 bool is_plain_file_name(const std::string& name) {
   if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
   return std::none_of(name.begin(), name.end(), [](char c) { return c == '/' || c == '\\' || c == '\0'; });
-}
-
-// A GGUF tensor name as the reader accepts it: 1..63 bytes, no control characters.
-bool is_tensor_name(const std::string& name) {
-  if (name.empty() || name.size() > kGgufMaxNameLength) return false;
-  return std::none_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
-}
-
-// Reads the manifest into typed fields; every missing, mistyped or out-of-range member is
-// a PACK_MANIFEST_FIELD finding naming its JSON path.
-class ManifestReader {
- public:
-  ManifestReader(const std::string& file, Findings& f) : file_(file), f_(f) {}
-  bool read(simdjson::dom::element root, Manifest& m);
-
- private:
-  bool bad(const std::string& path, const std::string& why) {
-    f_.error("PACK_MANIFEST_FIELD", file_, "", std::nullopt, "manifest member " + path + " " + why);
-    return false;
-  }
-  std::optional<simdjson::dom::element> member(simdjson::dom::element obj, const std::string& path, const char* key) {
-    auto v = json_get(obj, key);
-    if (!v) bad(path + "." + key, "is missing");
-    return v;
-  }
-  bool u64(simdjson::dom::element obj, const std::string& path, const char* key, uint64_t max, uint64_t& out) {
-    auto v = member(obj, path, key);
-    if (!v) return false;
-    uint64_t x = 0;
-    if (v->get_uint64().get(x)) return bad(path + "." + key, "is not a non-negative integer");
-    if (x > max) return bad(path + "." + key, "is " + std::to_string(x) + ", above the bound " + std::to_string(max));
-    out = x;
-    return true;
-  }
-  bool str(simdjson::dom::element obj, const std::string& path, const char* key, std::string& out) {
-    auto v = member(obj, path, key);
-    if (!v) return false;
-    std::string_view s;
-    if (v->get_string().get(s)) return bad(path + "." + key, "is not a string");
-    out = std::string(s);
-    return true;
-  }
-  bool array(simdjson::dom::element obj, const std::string& path, const char* key, simdjson::dom::array& out) {
-    auto v = member(obj, path, key);
-    if (!v) return false;
-    if (v->get_array().get(out)) return bad(path + "." + key, "is not an array");
-    return true;
-  }
-  bool object(simdjson::dom::element obj, const std::string& path, const char* key, simdjson::dom::element& out) {
-    auto v = member(obj, path, key);
-    if (!v) return false;
-    if (!v->is_object()) return bad(path + "." + key, "is not an object");
-    out = *v;
-    return true;
-  }
-  bool read_files(simdjson::dom::element root, Manifest& m);
-  bool read_layers(simdjson::dom::element root);
-  bool read_blob(simdjson::dom::element e, const std::string& path, ManifestBlob& b);
-  bool read_part(simdjson::dom::element e, const std::string& path, ManifestPart& p);
-
-  std::string file_;
-  Findings& f_;
-};
-
-bool ManifestReader::read_part(simdjson::dom::element e, const std::string& path, ManifestPart& p) {
-  if (!e.is_object()) return bad(path, "is not an object");
-  bool ok = str(e, path, "tensor", p.tensor) & str(e, path, "type", p.type) & str(e, path, "xxh3", p.xxh3) &
-            u64(e, path, "offset", kMaxBytes, p.offset) & u64(e, path, "size", kMaxBytes, p.size) &
-            u64(e, path, "source_offset", kMaxBytes, p.source_offset);
-  uint64_t type_id = 0;
-  ok &= u64(e, path, "type_id", kGgmlTypeCount - 1, type_id);
-  p.type_id = static_cast<int64_t>(type_id);
-  simdjson::dom::array ne;
-  if (array(e, path, "ne", ne)) {
-    std::vector<uint64_t> dims;
-    for (auto d : ne) {
-      uint64_t x = 0;
-      if (d.get_uint64().get(x) || x == 0 || x > kMaxBytes) return bad(path + ".ne", "holds a value that is not in 1..2^56");
-      dims.push_back(x);
-    }
-    if (dims.size() != 2) return bad(path + ".ne", "has " + std::to_string(dims.size()) + " dims, expected 2 (one expert's slice)");
-    p.ne0 = dims[0];
-    p.ne1 = dims[1];
-  } else {
-    ok = false;
-  }
-  if (ok && !is_tensor_name(p.tensor)) return bad(path + ".tensor", "is not a GGUF tensor name (1..63 bytes, no control characters)");
-  if (ok && !is_hex_digest(p.xxh3, 16)) return bad(path + ".xxh3", "is not 16 lowercase hex digits");
-  return ok;
-}
-
-bool ManifestReader::read_blob(simdjson::dom::element e, const std::string& path, ManifestBlob& b) {
-  if (!e.is_object()) return bad(path, "is not an object");
-  bool ok = u64(e, path, "layer", kMaxIndex, b.layer) & u64(e, path, "expert", kMaxIndex, b.expert) &
-            u64(e, path, "offset", kMaxBytes, b.offset) & u64(e, path, "size", kMaxBytes, b.size);
-  simdjson::dom::array parts;
-  if (!array(e, path, "parts", parts)) return false;
-  size_t i = 0;
-  for (auto pe : parts) {
-    ManifestPart p;
-    ok &= read_part(pe, path + ".parts[" + std::to_string(i++) + "]", p);
-    b.parts.push_back(std::move(p));
-  }
-  if (ok && b.parts.empty()) return bad(path + ".parts", "is empty");
-  return ok;
-}
-
-bool ManifestReader::read_files(simdjson::dom::element root, Manifest& m) {
-  simdjson::dom::element source, experts, dense;
-  if (!object(root, "$", "source", source) || !object(root, "$", "experts_file", experts) ||
-      !object(root, "$", "dense_file", dense)) {
-    return false;
-  }
-  std::string path, name;
-  bool ok = str(source, "$.source", "path", path) & str(source, "$.source", "name", name) &
-            str(source, "$.source", "sha256", m.source_sha256) & u64(source, "$.source", "size", kMaxBytes, m.source_size);
-  ok &= str(experts, "$.experts_file", "name", m.experts_name) & u64(experts, "$.experts_file", "size", kMaxBytes, m.experts_size);
-  ok &= str(dense, "$.dense_file", "name", m.dense_name) & u64(dense, "$.dense_file", "size", kMaxBytes, m.dense_size);
-  if (ok && !is_hex_digest(m.source_sha256, 64)) ok = bad("$.source.sha256", "is not 64 lowercase hex digits");
-  return ok;
-}
-
-// Layers are descriptive (strides, reasons); check their shape, the blobs carry the data.
-bool ManifestReader::read_layers(simdjson::dom::element root) {
-  simdjson::dom::array layers;
-  if (!array(root, "$", "layers", layers)) return false;
-  bool ok = true;
-  size_t i = 0;
-  for (auto l : layers) {
-    const std::string path = "$.layers[" + std::to_string(i++) + "]";
-    if (!l.is_object()) return bad(path, "is not an object");
-    uint64_t n = 0;
-    simdjson::dom::array a;
-    ok &= u64(l, path, "layer", kMaxIndex, n) & u64(l, path, "expert_count", kMaxIndex, n) & array(l, path, "parts", a) &
-          array(l, path, "repack_reasons", a);
-  }
-  return ok;
-}
-
-bool ManifestReader::read(simdjson::dom::element root, Manifest& m) {
-  if (!root.is_object()) return bad("$", "is not an object");
-  std::string schema;
-  if (!str(root, "$", "schema", schema)) return false;
-  if (schema != kPackManifestSchema) return bad("$.schema", "is '" + schema + "', expected '" + kPackManifestSchema + "'");
-  simdjson::dom::element tool;
-  bool ok = object(root, "$", "tool", tool) & read_files(root, m) & read_layers(root) &
-            u64(root, "$", "alignment", kRepackMaxAlign, m.alignment) & str(root, "$", "a_log", m.a_log);
-  if (ok && m.a_log != "fixed" && m.a_log != "kept") ok = bad("$.a_log", "is '" + m.a_log + "', expected fixed or kept");
-  simdjson::dom::array blobs;
-  if (!array(root, "$", "blobs", blobs)) return false;
-  size_t i = 0;
-  for (auto be : blobs) {
-    ManifestBlob b;
-    ok &= read_blob(be, "$.blobs[" + std::to_string(i++) + "]", b);
-    m.blobs.push_back(std::move(b));
-  }
-  return ok;
 }
 
 // The pack's checks in order; each appends findings and the later ones skip what an
@@ -227,7 +45,7 @@ class PackValidator {
   bool check_names();
   bool check_experts_file();
   void check_blob_geometry();
-  void check_parts(ManifestBlob& b);
+  void check_parts(PackManifestBlob& b);
   void check_blob_order();
   void hash_parts();
   void check_padding();
@@ -235,51 +53,26 @@ class PackValidator {
   void check_reference(const std::string& reference, bool deep);
   bool reference_sha256(const MappedFile& ref);
   void compare_parts(const MappedFile& ref, const GgufFile& g);
-  bool expected_source(const GgufFile& g, const ManifestBlob& b, const ManifestPart& p);
+  bool expected_source(const GgufFile& g, const PackManifestBlob& b, const PackManifestPart& p);
   void check_coverage(const GgufFile& g);
   void compare_dense(const MappedFile& ref, const GgufFile& g);
   void compare_dense_kvs(const MappedFile& ref, const GgufFile& g);
   void compare_a_log(const MappedFile& ref, uint64_t ref_data_start, const GgufTensorInfo& src, const GgufTensorInfo& out);
   bool bytes_equal(const MappedFile& a, uint64_t a_off, const MappedFile& b, uint64_t b_off, uint64_t len,
                    uint64_t& first_diff);
-  bool part_in_file(const ManifestBlob& b, const ManifestPart& p) const;
+  bool part_in_file(const PackManifestBlob& b, const PackManifestPart& p) const;
   std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
 
   std::string dir_;
   Findings& f_;
-  Manifest m_;
+  PackManifest m_;
   MappedFile experts_, dense_;
   std::optional<GgufFile> dense_gguf_;  // when dense.gguf read without errors
   bool geometry_ok_ = true;
   std::vector<uint8_t> buf_a_, buf_b_;  // streaming buffers, allocated once
 };
 
-bool PackValidator::load_manifest() {
-  const std::string file = path(kPackManifestFile);
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) {
-    f_.error("PACK_MANIFEST_MISSING", file, "", std::nullopt, "the pack has no " + std::string(kPackManifestFile));
-    return false;
-  }
-  const uint64_t size = fs::file_size(file, ec);
-  if (ec || size > kMaxManifestBytes) {
-    f_.error("PACK_MANIFEST_PARSE", file, "", std::nullopt, "manifest is unreadable or larger than 1 GiB");
-    return false;
-  }
-  std::ifstream in(file, std::ios::binary);
-  std::string text(static_cast<size_t>(size), '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
-    f_.error("IO_READ", file, "", std::nullopt, "cannot read " + file);
-    return false;
-  }
-  JsonDoc doc;
-  std::string error;
-  if (!doc.parse(text, error)) {
-    f_.error("PACK_MANIFEST_PARSE", file, "", std::nullopt, "manifest is not valid JSON: " + error);
-    return false;
-  }
-  return ManifestReader(file, f_).read(doc.root(), m_);
-}
+bool PackValidator::load_manifest() { return read_pack_manifest(dir_, m_, f_); }
 
 bool PackValidator::check_names() {
   bool ok = true;
@@ -319,14 +112,14 @@ bool PackValidator::check_experts_file() {
   return true;
 }
 
-bool PackValidator::part_in_file(const ManifestBlob& b, const ManifestPart& p) const {
+bool PackValidator::part_in_file(const PackManifestBlob& b, const PackManifestPart& p) const {
   auto start = checked_add(b.offset, p.offset);
   auto end = start ? checked_add(*start, p.size) : std::nullopt;
   return end && *end <= experts_.size();
 }
 
 // Parts must be of a live type, sized as their shape says, inside their blob, disjoint.
-void PackValidator::check_parts(ManifestBlob& b) {
+void PackValidator::check_parts(PackManifestBlob& b) {
   const std::string file = path(m_.experts_name);
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& p : b.parts) {
@@ -334,7 +127,7 @@ void PackValidator::check_parts(ManifestBlob& b) {
     auto nbytes = ggml_nbytes(static_cast<int32_t>(p.type_id), ne);
     if (ggml_type_name(static_cast<int32_t>(p.type_id)) != p.type || !nbytes || *nbytes != p.size) {
       f_.error("PACK_PART_SIZE", file, p.tensor, std::nullopt,
-               blob_name(b) + " part '" + p.tensor + "' is " + std::to_string(p.size) + " bytes of " + p.type + " (id " +
+               pack_blob_name(b) + " part '" + p.tensor + "' is " + std::to_string(p.size) + " bytes of " + p.type + " (id " +
                    std::to_string(p.type_id) + ") with ne {" + std::to_string(p.ne0) + ", " + std::to_string(p.ne1) +
                    "}, which does not match its type and shape");
       b.parts_ok = false;
@@ -342,7 +135,7 @@ void PackValidator::check_parts(ManifestBlob& b) {
     auto end = checked_add(p.offset, p.size);
     if (!end || *end > b.size || p.size == 0) {
       f_.error("PACK_PART_RANGE", file, p.tensor, std::nullopt,
-               blob_name(b) + " part '" + p.tensor + "' [" + std::to_string(p.offset) + ", +" + std::to_string(p.size) +
+               pack_blob_name(b) + " part '" + p.tensor + "' [" + std::to_string(p.offset) + ", +" + std::to_string(p.size) +
                    ") does not lie inside the blob's " + std::to_string(b.size) + " bytes");
       b.parts_ok = false;
       continue;
@@ -353,7 +146,7 @@ void PackValidator::check_parts(ManifestBlob& b) {
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].first < ranges[i - 1].second) {
       f_.error("PACK_PART_OVERLAP", file, "", b.offset + ranges[i].first,
-               blob_name(b) + " has parts overlapping at blob offset " + std::to_string(ranges[i].first));
+               pack_blob_name(b) + " has parts overlapping at blob offset " + std::to_string(ranges[i].first));
       b.parts_ok = false;
     }
   }
@@ -364,18 +157,18 @@ void PackValidator::check_blob_geometry() {
   std::set<std::pair<uint64_t, uint64_t>> seen;
   for (auto& b : m_.blobs) {
     if (!seen.insert({b.layer, b.expert}).second) {
-      f_.error("PACK_BLOB_DUPLICATE", file, "", b.offset, blob_name(b) + " appears more than once");
+      f_.error("PACK_BLOB_DUPLICATE", file, "", b.offset, pack_blob_name(b) + " appears more than once");
       geometry_ok_ = false;
     }
     if (b.offset % m_.alignment != 0) {
       f_.error("PACK_BLOB_UNALIGNED", file, "", b.offset,
-               blob_name(b) + " starts at " + std::to_string(b.offset) + ", not a multiple of " + std::to_string(m_.alignment));
+               pack_blob_name(b) + " starts at " + std::to_string(b.offset) + ", not a multiple of " + std::to_string(m_.alignment));
       geometry_ok_ = false;
     }
     auto end = checked_add(b.offset, b.size);
     if (!end || *end > experts_.size() || b.size == 0) {
       f_.error("PACK_BLOB_RANGE", file, "", b.offset,
-               blob_name(b) + " [" + std::to_string(b.offset) + ", +" + std::to_string(b.size) + ") does not lie inside " +
+               pack_blob_name(b) + " [" + std::to_string(b.offset) + ", +" + std::to_string(b.size) + ") does not lie inside " +
                    m_.experts_name + " (" + std::to_string(experts_.size()) + " bytes)");
       geometry_ok_ = false;
     }
@@ -385,7 +178,7 @@ void PackValidator::check_blob_geometry() {
 }
 
 void PackValidator::check_blob_order() {
-  std::vector<const ManifestBlob*> sorted;
+  std::vector<const PackManifestBlob*> sorted;
   for (const auto& b : m_.blobs) sorted.push_back(&b);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
   for (size_t i = 1; i < sorted.size(); ++i) {
@@ -393,7 +186,7 @@ void PackValidator::check_blob_order() {
     auto prev_end = checked_add(prev.offset, prev.size);
     if (!prev_end || sorted[i]->offset < *prev_end) {
       f_.error("PACK_BLOB_OVERLAP", path(m_.experts_name), "", sorted[i]->offset,
-               blob_name(*sorted[i]) + " at " + std::to_string(sorted[i]->offset) + " overlaps " + blob_name(prev));
+               pack_blob_name(*sorted[i]) + " at " + std::to_string(sorted[i]->offset) + " overlaps " + pack_blob_name(prev));
       geometry_ok_ = false;
     }
   }
@@ -421,7 +214,7 @@ void PackValidator::hash_parts() {
       const std::string got = xxh3_hex(hash.digest());
       if (got != p.xxh3) {
         f_.error("PACK_PART_HASH", file, p.tensor, start,
-                 blob_name(b) + " part '" + p.tensor + "' at " + std::to_string(start) + " has xxh3 " + got +
+                 pack_blob_name(b) + " part '" + p.tensor + "' at " + std::to_string(start) + " has xxh3 " + got +
                      ", the manifest says " + p.xxh3);
       }
     }
@@ -518,7 +311,7 @@ bool PackValidator::reference_sha256(const MappedFile& ref) {
 }
 
 // The part must be expert b.expert's slice of the named 3-D tensor in the reference.
-bool PackValidator::expected_source(const GgufFile& g, const ManifestBlob& b, const ManifestPart& p) {
+bool PackValidator::expected_source(const GgufFile& g, const PackManifestBlob& b, const PackManifestPart& p) {
   const auto* t = g.find_tensor(p.tensor);
   std::optional<uint64_t> expected;
   if (t != nullptr && t->n_dims == 3 && b.expert < t->ne[2] && t->nbytes / t->ne[2] == p.size) {
@@ -526,7 +319,7 @@ bool PackValidator::expected_source(const GgufFile& g, const ManifestBlob& b, co
   }
   if (!expected || *expected != p.source_offset) {
     f_.error("PACK_SOURCE_RANGE", path(m_.experts_name), p.tensor, std::nullopt,
-             blob_name(b) + " part '" + p.tensor + "' claims source bytes [" + std::to_string(p.source_offset) + ", +" +
+             pack_blob_name(b) + " part '" + p.tensor + "' claims source bytes [" + std::to_string(p.source_offset) + ", +" +
                  std::to_string(p.size) + "), which are not expert " + std::to_string(b.expert) + " of that tensor");
     return false;
   }
@@ -565,7 +358,7 @@ void PackValidator::compare_parts(const MappedFile& ref, const GgufFile& g) {
       uint64_t diff = 0;
       if (!bytes_equal(experts_, b.offset + p.offset, ref, p.source_offset, p.size, diff)) {
         f_.error("PACK_SOURCE_MISMATCH", path(m_.experts_name), p.tensor, b.offset + p.offset + diff,
-                 blob_name(b) + " part '" + p.tensor + "' differs from its source slice at byte " + std::to_string(diff) +
+                 pack_blob_name(b) + " part '" + p.tensor + "' differs from its source slice at byte " + std::to_string(diff) +
                      " (source offset " + std::to_string(p.source_offset + diff) + ")");
       }
     }

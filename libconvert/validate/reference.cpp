@@ -249,9 +249,11 @@ class DeepCompare {
   std::mutex mutex_;
 };
 
+}  // namespace
+
 // What conversion produced OUT: INT8-shift experts when fused tensors are present, with
 // the headroom and rounding its config records (the production defaults otherwise).
-ExpertMode detect_mode(const LoadedModel& out, RemapOptions& remap) {
+ExpertMode detect_conversion_mode(const LoadedModel& out, RemapOptions& remap) {
   bool fused = false;
   for (const auto& t : out.view.tensors)
     if (t.name.ends_with(".ffn.experts.w13.mxfp4") || t.name.ends_with(".ffn.experts.w2.mxfp4")) fused = true;
@@ -266,8 +268,6 @@ ExpertMode detect_mode(const LoadedModel& out, RemapOptions& remap) {
   return ExpertMode::int8_shift;
 }
 
-}  // namespace
-
 void check_against_reference(const LoadedModel& out, const std::string& reference_path, bool deep, Findings& f) {
   LoadedModel in;
   Findings in_findings;
@@ -280,7 +280,7 @@ void check_against_reference(const LoadedModel& out, const std::string& referenc
   ConversionPlan plan;
   Findings plan_findings;
   RemapOptions remap;
-  ExpertMode mode = detect_mode(out, remap);
+  ExpertMode mode = detect_conversion_mode(out, remap);
   if (!plan_conversion(in, mode, remap, plan, plan_findings)) {
     for (auto x : plan_findings.items())
       if (x.severity == Severity::error) f.add(x);

@@ -8,9 +8,14 @@
 #include <string>
 
 #include "core/findings.h"
+#include "convert/plan.h"
 #include "formats/loader.h"
 
 namespace ckpt {
+
+// What conversion produced OUT, from its tensors and config record: INT8-shift experts
+// (with the recorded headroom and rounding) when fused expert tensors are present, else keep.
+ExpertMode detect_conversion_mode(const LoadedModel& out, RemapOptions& remap);
 
 void check_against_reference(const LoadedModel& out, const std::string& reference_path, bool deep,
                              Findings& findings);

@@ -41,8 +41,16 @@ def main() -> int:
         except Exception as e:
             failed += 1
             print(f"FAIL expert-pack-manifest.schema.json: {str(e)[:400]}")
+    # ckpt-gpu (built beside ckpt) with the host emulation of the kernels: no GPU needed.
+    gpu = str(pathlib.Path(ckpt).parent / "ckpt-gpu")
+    runs += [
+        ("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", "--json", "-", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
+        ("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", "--json", "-", str(fixtures / "oracle/dsv4-tiny")]),
+        ("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", "--json", "-", "--reference", str(fixtures / "oracle/dsv4-tiny"), str(fixtures / "oracle/dsv4-tiny.qw-bf16")]),
+    ]
     for schema_name, args in runs:
-        out = subprocess.run([ckpt, *args], capture_output=True, text=True).stdout
+        cmd = args if args[0] == gpu else [ckpt, *args]
+        out = subprocess.run(cmd, capture_output=True, text=True).stdout
         try:
             doc = json.loads(out)
             jsonschema.Draft202012Validator(schemas[schema_name]).validate(doc)

@@ -1,0 +1,138 @@
+// The GPU kernels' arithmetic (decode.h) run on the host, unit by unit in the same order
+// the kernels' threads do it. CI has no GPU: these loops are how the kernel text is tested
+// there against libconvert's independent reference, and `ckpt-gpu verify --backend emulate`
+// runs the whole verifier without a device.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "decode.h"
+#include "numerics/ggml_tables.h"
+#include "verify/backend.h"
+
+namespace ckpt {
+namespace {
+
+using namespace kern;
+
+bool fail(std::string& error, const std::string& why) {
+  error = why;
+  return false;
+}
+
+GgmlTables host_tables() {
+  return GgmlTables{ksigns_iq2xs.data(), iq3xxs_grid.data(), iq3s_grid.data(),
+                    iq2s_grid.data(),    kvalues_iq4nl.data(), kvalues_fp4.data()};
+}
+
+class EmulatedBackend final : public DecodeBackend {
+ public:
+  std::string name() const override { return "emulate (kernel arithmetic on the host)"; }
+
+  bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                   std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
+    if (g.cols == 0 || g.block_rows == 0 || g.block_cols == 0 || w.size() % g.cols || out.size() != w.size())
+      return fail(error, "fp8_to_bf16: bad arguments");
+    const uint64_t scols = fp8_scale_cols(g), entry = kind == Fp8ScaleKind::e8m0 ? 1 : 4;
+    if (scale.size() != fp8_scale_rows(g) * scols * entry) return fail(error, "fp8_to_bf16: scale grid size");
+    for (uint64_t i = 0; i < w.size(); ++i) {
+      const uint64_t row = row_begin + i / g.cols, col = i % g.cols;
+      const uint64_t s = (row / g.block_rows) * scols + col / g.block_cols;
+      if (kind == Fp8ScaleKind::e8m0) {
+        out[i] = fp8_e8m0_to_bf16(w[i], scale[s]);
+      } else {
+        out[i] = fp8_f32_to_bf16(w[i], bits_to_float(ld32(scale.data() + 4 * s)));
+      }
+    }
+    return true;
+  }
+
+  bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                    std::span<float> out, std::string& error) override {
+    if (k % 32 || w.size() != rows * k / 2 || scale.size() != rows * k / 32 || out.size() != rows * k)
+      return fail(error, "mxfp4_to_f32: bad arguments");
+    for (uint64_t i = 0; i < w.size(); ++i) {  // one byte = elements 2i (low) and 2i+1 (high)
+      const uint8_t s = scale[(2 * i) / 32];
+      out[2 * i] = kern::mxfp4_to_f32(w[i] & 0xF, s);
+      out[2 * i + 1] = kern::mxfp4_to_f32(w[i] >> 4, s);
+    }
+    return true;
+  }
+
+  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         std::span<int8_t> q, std::string& error) override {
+    if (p.k == 0 || p.k % 32 || tiles.size() != remap_mxfp4_bytes(p) || shift2.size() != remap_shift2_bytes(p) ||
+        q.size() != p.rows * p.k)
+      return fail(error, "decode_int8_shift: bad arguments");
+    const uint64_t groups = (p.rows + 7) / 8, words = tiles.size() / 4;
+    for (uint64_t w = 0; w < words; ++w) {  // one GPU thread per tile word
+      const uint64_t lane = w % 32, tile = w / 32, ng = tile % groups, kb = tile / groups;
+      const uint64_t n = ng * 8 + lane / 4, tid = lane % 4;
+      if (n >= p.rows) continue;
+      const Int8x8 v = decode_int8_shift_word(ld32(tiles.data() + 4 * w), int8_shift_of(shift2.data(), groups, n, kb));
+      int8_t* row = q.data() + n * p.k + kb * 32;
+      for (int i = 0; i < 4; ++i) {
+        row[4 * tid + i] = static_cast<int8_t>(v.lo >> (8 * i));
+        row[16 + 4 * tid + i] = static_cast<int8_t>(v.hi >> (8 * i));
+      }
+    }
+    return true;
+  }
+
+  bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
+                            std::span<float> a_scale, std::string& error) override {
+    if (x.size() != m * k || a.size() != x.size() || a_scale.size() != m) return fail(error, "quantize: bad arguments");
+    for (uint64_t r = 0; r < m; ++r) {
+      float amax = 0;
+      for (uint64_t c = 0; c < k; ++c) amax = std::fmax(amax, std::fabs(x[r * k + c]));  // fmaxf skips NaN
+      const float s = amax == 0 ? 1.0f : div_rn(amax, 127.0f);
+      a_scale[r] = s;
+      for (uint64_t c = 0; c < k; ++c) {
+        const float v = std::nearbyint(div_rn(x[r * k + c], s));
+        a[r * k + c] = std::isnan(v) ? 0 : static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+      }
+    }
+    return true;
+  }
+
+  bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
+                 std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
+                 std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
+    const uint64_t n = p.rows, k = p.k;
+    if (k == 0 || k % 32 || a.size() != m * k || a_scale.size() != m || cs.size() != n || out.size() != m * n ||
+        (!acc.empty() && acc.size() != m * n) || tiles.size() != remap_mxfp4_bytes(p) ||
+        shift2.size() != remap_shift2_bytes(p))
+      return fail(error, "int8_gemm: bad arguments");
+    std::vector<int8_t> q(n * k);
+    if (!decode_int8_shift(tiles, shift2, p, q, error)) return false;
+    for (uint64_t r = 0; r < m; ++r) {
+      for (uint64_t c = 0; c < n; ++c) {
+        int32_t sum = 0;
+        for (uint64_t i = 0; i < k; i += 4) sum = dot4_i8(ld32(reinterpret_cast<const uint8_t*>(a.data() + r * k + i)),
+                                                          ld32(reinterpret_cast<const uint8_t*>(q.data() + c * k + i)), sum);
+        if (!acc.empty()) acc[r * n + c] = sum;
+        out[r * n + c] = f32_to_bf16_rne(mul_rn(mul_rn(static_cast<float>(sum), a_scale[r]), cs[c]));
+      }
+    }
+    return true;
+  }
+
+  bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
+    const GgmlBlockShape shape = ggml_gpu_block(type);
+    if (shape.elems == 0) return fail(error, "unsupported type id " + std::to_string(type) + " for the GPU kernels");
+    if (blocks.size() % shape.bytes || out.size() != blocks.size() / shape.bytes * shape.elems)
+      return fail(error, "ggml_to_f32: bad arguments");
+    const GgmlTables t = host_tables();
+    const uint32_t unit = ggml_gpu_unit(type), units = shape.elems / unit;
+    for (uint64_t b = 0; b < blocks.size() / shape.bytes; ++b)
+      for (uint32_t u = 0; u < units; ++u)
+        ggml_decode_unit(type, blocks.data() + b * shape.bytes, u, out.data() + b * shape.elems + u * unit, t);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<DecodeBackend> make_emulated_backend() { return std::make_unique<EmulatedBackend>(); }
+
+}  // namespace ckpt

@@ -1,0 +1,756 @@
+// The CUDA/HIP kernels and the DecodeBackend that drives them. Single source: nvcc
+// compiles it as CUDA, hipcc as HIP (-x hip); everything vendor-specific is in
+// gpu_compat.h. Built with FMA contraction off (-fmad=false / -ffp-contract=off) so the
+// decode arithmetic of decode.h rounds exactly as the CPU reference does.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "decode.h"
+#include "gpu_bench.h"
+#include "numerics/ggml_tables.h"
+#include "verify/backend.h"
+
+namespace ckpt {
+namespace {
+
+using namespace kern;
+
+constexpr int kThreads = 256;
+
+// ---- kernels -------------------------------------------------------------------------
+
+__global__ void k_fp8_e8m0(const uint8_t* w, uint64_t n, uint64_t cols, uint64_t row_begin, uint64_t br,
+                           uint64_t bc, const uint8_t* scale, uint64_t scols, uint16_t* out) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t row = row_begin + i / cols, col = i % cols;
+    out[i] = fp8_e8m0_to_bf16(w[i], scale[(row / br) * scols + col / bc]);
+  }
+}
+
+// Eight elements per thread (one 8-byte load, one 16-byte store) when cols and the block
+// width are multiples of 8: an 8-group never crosses a row or a scale block, so its scale
+// is read once. 32-bit index arithmetic (the launcher checks the sizes fit).
+template <bool kE8m0>
+__global__ void k_fp8_x8(const uint2* w, uint32_t n8, uint32_t cols8, uint32_t row_begin, uint32_t br, uint32_t bc8,
+                         const void* scale, uint32_t scols, uint4* out) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
+    const uint32_t row = row_begin + i / cols8, c8 = i % cols8, s = (row / br) * scols + c8 / bc8;
+    const uint2 c = w[i];
+    uint32_t o[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t word = j < 2 ? c.x : c.y, sh = 16 * (j % 2);
+      const uint8_t c0 = (word >> sh) & 0xFF, c1 = (word >> (sh + 8)) & 0xFF;
+      if constexpr (kE8m0) {
+        const uint8_t e = static_cast<const uint8_t*>(scale)[s];
+        o[j] = fp8_e8m0_to_bf16(c0, e) | (uint32_t(fp8_e8m0_to_bf16(c1, e)) << 16);
+      } else {
+        const float f = static_cast<const float*>(scale)[s];
+        o[j] = fp8_f32_to_bf16(c0, f) | (uint32_t(fp8_f32_to_bf16(c1, f)) << 16);
+      }
+    }
+    out[i] = make_uint4(o[0], o[1], o[2], o[3]);
+  }
+}
+
+__global__ void k_fp8_f32(const uint8_t* w, uint64_t n, uint64_t cols, uint64_t row_begin, uint64_t br,
+                          uint64_t bc, const float* scale, uint64_t scols, uint16_t* out) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t row = row_begin + i / cols, col = i % cols;
+    out[i] = fp8_f32_to_bf16(w[i], scale[(row / br) * scols + col / bc]);
+  }
+}
+
+// Four packed bytes (8 elements, one scale: 16 bytes share it) per thread.
+__global__ void k_mxfp4(const uint32_t* w, uint32_t words, const uint8_t* scale, float4* out) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += gridDim.x * blockDim.x) {
+    const uint8_t s = scale[i / 4];
+    const uint32_t v = w[i];
+    out[2 * i] = make_float4(mxfp4_to_f32(v & 0xF, s), mxfp4_to_f32((v >> 4) & 0xF, s), mxfp4_to_f32((v >> 8) & 0xF, s),
+                             mxfp4_to_f32((v >> 12) & 0xF, s));
+    out[2 * i + 1] = make_float4(mxfp4_to_f32((v >> 16) & 0xF, s), mxfp4_to_f32((v >> 20) & 0xF, s),
+                                 mxfp4_to_f32((v >> 24) & 0xF, s), mxfp4_to_f32(v >> 28, s));
+  }
+}
+
+__global__ void k_decode_int8_shift(const uint32_t* tiles, uint32_t words, const uint8_t* shift2, uint32_t rows,
+                                    uint32_t k, uint32_t groups, uint32_t* q) {
+  for (uint32_t w = blockIdx.x * blockDim.x + threadIdx.x; w < words; w += gridDim.x * blockDim.x) {
+    const uint32_t lane = w % 32, tile = w / 32, ng = tile % groups, kb = tile / groups;
+    const uint32_t n = ng * 8 + lane / 4, tid = lane % 4;
+    if (n >= rows) continue;
+    const unsigned shift = (shift2[((kb / 4) * groups + ng) * 8 + n % 8] >> (2 * (kb % 4))) & 3u;
+    const Int8x8 v = decode_int8_shift_word(tiles[w], shift);
+    uint32_t* row = q + (n * k + kb * 32) / 4;
+    row[tid] = v.lo;
+    row[4 + tid] = v.hi;
+  }
+}
+
+// One block per row: max |x| (fmaxf skips NaN), scale = max / 127 (1 for a zero row),
+// q = clamp(rne(x / scale), -127, 127); cvt.rni of NaN is 0.
+__global__ void k_quantize(const float* x, uint64_t k, int8_t* a, float* a_scale) {
+  __shared__ float partial[kThreads];
+  const float* row = x + blockIdx.x * k;
+  float amax = 0;
+  for (uint64_t c = threadIdx.x; c < k; c += blockDim.x) amax = fmaxf(amax, fabsf(row[c]));
+  partial[threadIdx.x] = amax;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (int(threadIdx.x) < s) partial[threadIdx.x] = fmaxf(partial[threadIdx.x], partial[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const float scale = partial[0] == 0 ? 1.0f : div_rn(partial[0], 127.0f);
+  if (threadIdx.x == 0) a_scale[blockIdx.x] = scale;
+  for (uint64_t c = threadIdx.x; c < k; c += blockDim.x) {
+    const int v = __float2int_rn(div_rn(row[c], scale));
+    a[blockIdx.x * k + c] = static_cast<int8_t>(v < -127 ? -127 : (v > 127 ? 127 : v));
+  }
+}
+
+// Rows of k <= 8192 floats (k % 4 == 0) held in registers: one read of x, a warp-shuffle
+// max, then the quantized row written as packed int8x4.
+constexpr int kQuantVec = 8;  // float4 per thread: 256 threads x 8 x 4 = 8192
+__global__ void k_quantize_reg(const float4* x, uint32_t k4, int8_t* a, float* a_scale) {
+  __shared__ float warp_max[kThreads / 32];
+  const float4* row = x + static_cast<uint64_t>(blockIdx.x) * k4;
+  float4 v[kQuantVec];
+  float amax = 0;
+#pragma unroll
+  for (int j = 0; j < kQuantVec; ++j) {
+    const uint32_t idx = threadIdx.x + j * kThreads;
+    v[j] = idx < k4 ? row[idx] : make_float4(0, 0, 0, 0);
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+  }
+  amax = max_over_32_lanes(amax);
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+  __syncthreads();
+  amax = warp_max[0];
+  for (int w = 1; w < kThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  const float scale = amax == 0 ? 1.0f : div_rn(amax, 127.0f);
+  if (threadIdx.x == 0) a_scale[blockIdx.x] = scale;
+  uint32_t* out = reinterpret_cast<uint32_t*>(a + static_cast<uint64_t>(blockIdx.x) * k4 * 4);
+#pragma unroll
+  for (int j = 0; j < kQuantVec; ++j) {
+    const uint32_t idx = threadIdx.x + j * kThreads;
+    if (idx >= k4) continue;
+    const float e[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+    uint32_t packed = 0;
+    for (int c = 0; c < 4; ++c) {
+      const int q = __float2int_rn(div_rn(e[c], scale));
+      packed |= (static_cast<uint32_t>(q < -127 ? -127 : (q > 127 ? 127 : q)) & 0xFFu) << (8 * c);
+    }
+    out[idx] = packed;
+  }
+}
+
+__device__ inline void store_result(uint64_t r, uint64_t c, int32_t acc, const float* a_scale, const float* cs,
+                                    uint64_t n, int32_t* acc_out, uint16_t* out) {
+  if (acc_out) acc_out[r * n + c] = acc;
+  out[r * n + c] = f32_to_bf16_rne(mul_rn(mul_rn(static_cast<float>(acc), a_scale[r]), cs[c]));
+}
+
+// Portable INT8 GEMM (HIP, and NVIDIA parts without the s8 MMA): one thread per output,
+// weights decoded word by word from the tile layout, dp4a accumulation.
+__global__ void k_gemm_generic(const int8_t* a, const float* a_scale, const uint32_t* tiles, const uint8_t* shift2,
+                               const float* cs, uint64_t m, uint64_t n, uint64_t k, int32_t* acc_out, uint16_t* out) {
+  const uint64_t c = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, r = blockIdx.y;
+  if (c >= n || r >= m) return;
+  const uint64_t groups = (n + 7) / 8, ng = c / 8, row8 = c % 8;
+  const uint32_t* arow = reinterpret_cast<const uint32_t*>(a + r * k);
+  int32_t acc = 0;
+  for (uint64_t kb = 0; kb < k / 32; ++kb) {
+    const unsigned shift = int8_shift_of(shift2, groups, c, kb);
+    for (unsigned tid = 0; tid < 4; ++tid) {
+      const Int8x8 v = decode_int8_shift_word(tiles[(kb * groups + ng) * 32 + row8 * 4 + tid], shift);
+      acc = dot4_i8(arow[kb * 8 + tid], v.lo, acc);
+      acc = dot4_i8(arow[kb * 8 + 4 + tid], v.hi, acc);
+    }
+  }
+  store_result(r, c, acc, a_scale, cs, n, acc_out, out);
+}
+
+#if defined(__CUDACC__)
+// Tensor-core INT8 GEMM (sm_80+): block tile 128 (M) x 128 (N), 8 warps as 2 x 4, warp tile
+// 64 x 32 = 4 x 4 mma.sync.m16n8k32 per 32-block. A lane's word of an mxfp4 tile IS its B
+// fragment (spec §4), decoded in registers. K advances in stages of four 32-blocks: the A
+// tile of a stage goes through shared memory (double buffered, rows padded to 144 bytes so
+// fragment loads are conflict-free) and the next stage's A and B words are loaded into
+// registers while the current stage computes.
+constexpr int kBM = 128, kBN = 128, kStageKb = 4, kARow = kStageKb * 32 + 16;
+
+__device__ inline void mma_s8(int32_t (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if CKPT_HAS_MMA_S8
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  (void)c, (void)a, (void)b0, (void)b1;
+#endif
+}
+
+struct GemmStage {
+  uint4 a[4];        // this thread's 4 x 16 bytes of the A tile
+  uint32_t b[4][4];  // [n8 tile][32-block] B words of this lane
+  uint32_t shift[4]; // [n8 tile] the shift2 byte of this lane's row (4 blocks x 2 bits)
+};
+
+__device__ inline void load_stage(GemmStage& st, uint32_t stage, const int8_t* a, const uint32_t* tiles,
+                                  const uint8_t* shift2, uint32_t m, uint32_t n, uint32_t k, uint32_t m0, uint32_t n0,
+                                  int wn, int lane) {
+  const uint32_t kbs = k / 32, groups = (n + 7) / 8, c16 = threadIdx.x % 8;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t row = i * 32 + threadIdx.x / 8, kbyte = stage * 128 + c16 * 16;
+    st.a[i] = make_uint4(0, 0, 0, 0);
+    if (m0 + row < m && kbyte < k) st.a[i] = *reinterpret_cast<const uint4*>(a + uint64_t(m0 + row) * k + kbyte);
+  }
+#pragma unroll
+  for (int ni = 0; ni < 4; ++ni) {
+    const uint32_t ng = (n0 + wn * 32 + ni * 8) / 8;
+    st.shift[ni] = ng < groups ? shift2[(uint64_t(stage) * groups + ng) * 8 + lane / 4] : 0u;
+#pragma unroll
+    for (int j = 0; j < kStageKb; ++j) {
+      const uint32_t kb = stage * kStageKb + j;
+      st.b[ni][j] = (ng < groups && kb < kbs) ? tiles[(uint64_t(kb) * groups + ng) * 32 + lane] : 0u;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(256) k_gemm_mma(const int8_t* a, const float* a_scale, const uint32_t* tiles,
+                                                  const uint8_t* shift2, const float* cs, uint32_t m, uint32_t n,
+                                                  uint32_t k, int32_t* acc_out, uint16_t* out) {
+  __shared__ __align__(16) uint8_t sa[2][kBM * kARow];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wm = warp / 4, wn = warp % 4;  // warp tile origin: rows 64*wm, cols 32*wn
+  const uint32_t m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN, kbs = k / 32, stages = (kbs + kStageKb - 1) / kStageKb;
+  int32_t acc[4][4][4] = {};
+  GemmStage next;
+  load_stage(next, 0, a, tiles, shift2, m, n, k, m0, n0, wn, lane);
+  for (uint32_t stage = 0; stage < stages; ++stage) {
+    uint8_t* buf = sa[stage & 1];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      *reinterpret_cast<uint4*>(buf + (i * 32 + threadIdx.x / 8) * kARow + (threadIdx.x % 8) * 16) = next.a[i];
+    const GemmStage cur = next;
+    __syncthreads();
+    if (stage + 1 < stages) load_stage(next, stage + 1, a, tiles, shift2, m, n, k, m0, n0, wn, lane);
+#pragma unroll
+    for (int j = 0; j < kStageKb; ++j) {
+      if (stage * kStageKb + j >= kbs) break;
+      uint32_t bfrag[4][2];
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const Int8x8 v = decode_int8_shift_word(cur.b[ni][j], (cur.shift[ni] >> (2 * j)) & 3u);
+        bfrag[ni][0] = v.lo;
+        bfrag[ni][1] = v.hi;
+      }
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi) {
+        const uint8_t* base = buf + (wm * 64 + mi * 16 + g) * kARow + j * 32 + t * 4;
+        const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(base),
+                                *reinterpret_cast<const uint32_t*>(base + 8 * kARow),
+                                *reinterpret_cast<const uint32_t*>(base + 16),
+                                *reinterpret_cast<const uint32_t*>(base + 8 * kARow + 16)};
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) mma_s8(acc[mi][ni], af, bfrag[ni][0], bfrag[ni][1]);
+      }
+    }
+  }
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) {
+      const uint64_t r0 = m0 + wm * 64 + mi * 16 + g, c0 = n0 + wn * 32 + ni * 8 + t * 2;
+      for (int h = 0; h < 2; ++h) {
+        const uint64_t r = r0 + 8 * h;
+        if (r >= m) continue;
+        if (c0 < n) store_result(r, c0, acc[mi][ni][2 * h], a_scale, cs, n, acc_out, out);
+        if (c0 + 1 < n) store_result(r, c0 + 1, acc[mi][ni][2 * h + 1], a_scale, cs, n, acc_out, out);
+      }
+    }
+  }
+}
+#endif
+
+__global__ void k_ggml(int32_t type, const uint8_t* blocks, uint64_t units, uint32_t unit, uint32_t units_per_block,
+                       uint32_t block_bytes, GgmlTables tables, float* out) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < units; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t b = i / units_per_block;
+    float y[8];
+    ggml_decode_unit(type, blocks + b * block_bytes, static_cast<unsigned>(i % units_per_block), y, tables);
+    for (uint32_t j = 0; j < unit; ++j) out[i * unit + j] = y[j];
+  }
+}
+
+// The block types, specialized per type (the decode switch folds away), each thread one
+// 8-element unit written as two 16-byte stores.
+template <int32_t kType>
+__global__ void k_ggml_t(const uint8_t* blocks, uint32_t units, GgmlTables tables, float4* out) {
+  constexpr GgmlBlockShape s = ggml_gpu_block(kType);
+  constexpr uint32_t per_block = s.elems / 8;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < units; i += gridDim.x * blockDim.x) {
+    float y[8];
+    ggml_decode_unit(kType, blocks + static_cast<uint64_t>(i / per_block) * s.bytes, i % per_block, y, tables);
+    out[2 * i] = make_float4(y[0], y[1], y[2], y[3]);
+    out[2 * i + 1] = make_float4(y[4], y[5], y[6], y[7]);
+  }
+}
+
+// Launches the specialized kernel for a block type; false for plain and unknown types.
+bool launch_ggml_blocks(int32_t type, const uint8_t* blocks, uint64_t units, const GgmlTables& t, float* out,
+                        unsigned grid) {
+  if (units >= (uint64_t{1} << 32)) return false;
+  auto* o = reinterpret_cast<float4*>(out);
+  const uint32_t u = static_cast<uint32_t>(units);
+  switch (type) {
+    case kQ4_0: k_ggml_t<kQ4_0><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kQ8_0: k_ggml_t<kQ8_0><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kIQ4_NL: k_ggml_t<kIQ4_NL><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kMXFP4: k_ggml_t<kMXFP4><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kQ4_K: k_ggml_t<kQ4_K><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kQ6_K: k_ggml_t<kQ6_K><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kIQ3_XXS: k_ggml_t<kIQ3_XXS><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kIQ3_S: k_ggml_t<kIQ3_S><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kIQ2_S: k_ggml_t<kIQ2_S><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    default: return false;
+  }
+}
+
+// ---- host side -----------------------------------------------------------------------
+
+unsigned grid_for(uint64_t n) { return static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>((n + kThreads - 1) / kThreads, 65535u * 8))); }
+
+constexpr uint64_t k4G = uint64_t{1} << 32;
+
+// The launch paths, shared by the backend and the benchmarks so both time the same code.
+void launch_fp8(const uint8_t* w, uint64_t n, const Fp8Grid& g, uint64_t row_begin, Fp8ScaleKind kind,
+                const void* scale, uint64_t scols, uint16_t* out) {
+  const bool x8 = g.cols % 8 == 0 && g.block_cols % 8 == 0 && n / 8 < k4G && g.rows < k4G && g.block_rows < k4G &&
+                  scols * fp8_scale_rows(g) < k4G;
+  if (x8) {
+    const uint32_t n8 = static_cast<uint32_t>(n / 8), cols8 = static_cast<uint32_t>(g.cols / 8);
+    const uint32_t rb = static_cast<uint32_t>(row_begin), br = static_cast<uint32_t>(g.block_rows);
+    const uint32_t bc8 = static_cast<uint32_t>(g.block_cols / 8), sc = static_cast<uint32_t>(scols);
+    auto* w8 = reinterpret_cast<const uint2*>(w);
+    auto* o8 = reinterpret_cast<uint4*>(out);
+    if (kind == Fp8ScaleKind::e8m0) {
+      k_fp8_x8<true><<<grid_for(n8), kThreads>>>(w8, n8, cols8, rb, br, bc8, scale, sc, o8);
+    } else {
+      k_fp8_x8<false><<<grid_for(n8), kThreads>>>(w8, n8, cols8, rb, br, bc8, scale, sc, o8);
+    }
+  } else if (kind == Fp8ScaleKind::e8m0) {
+    k_fp8_e8m0<<<grid_for(n), kThreads>>>(w, n, g.cols, row_begin, g.block_rows, g.block_cols,
+                                          static_cast<const uint8_t*>(scale), scols, out);
+  } else {
+    k_fp8_f32<<<grid_for(n), kThreads>>>(w, n, g.cols, row_begin, g.block_rows, g.block_cols,
+                                         static_cast<const float*>(scale), scols, out);
+  }
+}
+
+void launch_decode(const uint32_t* tiles, uint64_t words, const uint8_t* shift2, uint64_t rows, uint64_t k, uint32_t* q) {
+  k_decode_int8_shift<<<grid_for(words), kThreads>>>(tiles, static_cast<uint32_t>(words), shift2,
+                                                      static_cast<uint32_t>(rows), static_cast<uint32_t>(k),
+                                                      static_cast<uint32_t>((rows + 7) / 8), q);
+}
+
+void launch_quantize(const float* x, uint64_t m, uint64_t k, int8_t* a, float* a_scale) {
+  if (k % 4 == 0 && k <= uint64_t{kThreads} * kQuantVec * 4) {
+    k_quantize_reg<<<static_cast<unsigned>(m), kThreads>>>(reinterpret_cast<const float4*>(x),
+                                                           static_cast<uint32_t>(k / 4), a, a_scale);
+  } else {
+    k_quantize<<<static_cast<unsigned>(m), kThreads>>>(x, k, a, a_scale);
+  }
+}
+
+void launch_ggml(int32_t type, const uint8_t* blocks, uint64_t nblocks, const GgmlTables& t, float* out) {
+  const GgmlBlockShape shape = ggml_gpu_block(type);
+  const uint32_t unit = ggml_gpu_unit(type), per_block = shape.elems / unit;
+  const uint64_t units = nblocks * per_block;
+  if (unit == 8 && launch_ggml_blocks(type, blocks, units, t, out, grid_for(units))) return;
+  k_ggml<<<grid_for(units), kThreads>>>(type, blocks, units, unit, per_block, shape.bytes, t, out);
+}
+
+// A grow-only device buffer; the driver's chunking bounds its size.
+class DeviceBuffer {
+ public:
+  ~DeviceBuffer() { release(); }
+  void* get(uint64_t bytes, std::string& error) {
+    if (bytes <= size_ && ptr_) return ptr_;
+    release();
+    const gpuError_t e = gpuMalloc(&ptr_, std::max<uint64_t>(bytes, 256));
+    if (e != gpuSuccess) {
+      ptr_ = nullptr;
+      error = std::string("device allocation of ") + std::to_string(bytes) + " bytes failed: " + gpuGetErrorString(e);
+      return nullptr;
+    }
+    size_ = std::max<uint64_t>(bytes, 256);
+    return ptr_;
+  }
+  void release() {
+    if (ptr_) (void)gpuFree(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+bool check(gpuError_t e, const char* what, std::string& error) {
+  if (e == gpuSuccess) return true;
+  error = std::string(what) + ": " + gpuGetErrorString(e);
+  return false;
+}
+
+class GpuBackend final : public DecodeBackend {
+ public:
+  bool open(int ordinal, std::string& error) {
+    int count = 0;
+    if (!check(gpuGetDeviceCount(&count), "cannot start the GPU runtime", error)) return false;
+    if (ordinal < 0 || ordinal >= count) {
+      error = "device " + std::to_string(ordinal) + " not present (" + std::to_string(count) + " device(s))";
+      return false;
+    }
+    if (!check(gpuSetDevice(ordinal), "cannot select the device", error)) return false;
+    gpuDeviceProp prop;
+    if (!check(gpuGetDeviceProperties(&prop, ordinal), "cannot query the device", error)) return false;
+    major_ = prop.major;
+    name_ = std::string(CKPT_GPU_BACKEND) + ": " + prop.name + " (cc " + std::to_string(prop.major) + "." +
+            std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs)";
+    return upload_tables(error);
+  }
+
+  std::string name() const override { return name_; }
+
+  bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                   std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
+    if (g.cols == 0 || g.block_rows == 0 || g.block_cols == 0 || w.size() % g.cols || out.size() != w.size())
+      return bad(error, "fp8_to_bf16");
+    const uint64_t scols = fp8_scale_cols(g), entry = kind == Fp8ScaleKind::e8m0 ? 1 : 4;
+    if (scale.size() != fp8_scale_rows(g) * scols * entry) return bad(error, "fp8_to_bf16 (scale grid)");
+    auto* dw = static_cast<uint8_t*>(in_.get(w.size(), error));
+    auto* ds = static_cast<uint8_t*>(aux_.get(scale.size(), error));
+    auto* dout = static_cast<uint16_t*>(out_.get(out.size_bytes(), error));
+    if (!dw || !ds || !dout) return false;
+    if (!upload(dw, w.data(), w.size(), error) || !upload(ds, scale.data(), scale.size(), error)) return false;
+    if (w.size() / g.cols + row_begin > g.rows) return bad(error, "fp8_to_bf16 (rows)");
+    launch_fp8(dw, w.size(), g, row_begin, kind, ds, scols, dout);
+    return finish(dout, out.data(), out.size_bytes(), "fp8 dequant kernel", error);
+  }
+
+  bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                    std::span<float> out, std::string& error) override {
+    if (k % 32 || w.size() != rows * k / 2 || scale.size() != rows * k / 32 || out.size() != rows * k)
+      return bad(error, "mxfp4_to_f32");
+    auto* dw = static_cast<uint8_t*>(in_.get(w.size(), error));
+    auto* ds = static_cast<uint8_t*>(aux_.get(scale.size(), error));
+    auto* dout = static_cast<float*>(out_.get(out.size_bytes(), error));
+    if (!dw || !ds || !dout) return false;
+    if (!upload(dw, w.data(), w.size(), error) || !upload(ds, scale.data(), scale.size(), error)) return false;
+    if (w.size() / 4 >= k4G) return bad(error, "mxfp4_to_f32 (size)");
+    const uint32_t words = static_cast<uint32_t>(w.size() / 4);  // rows of k/2 bytes, k % 32 == 0
+    k_mxfp4<<<grid_for(words), kThreads>>>(reinterpret_cast<const uint32_t*>(dw), words, ds,
+                                           reinterpret_cast<float4*>(dout));
+    return finish(dout, out.data(), out.size_bytes(), "mxfp4 dequant kernel", error);
+  }
+
+  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         std::span<int8_t> q, std::string& error) override {
+    if (p.k == 0 || p.k % 32 || tiles.size() != remap_mxfp4_bytes(p) || shift2.size() != remap_shift2_bytes(p) ||
+        q.size() != p.rows * p.k)
+      return bad(error, "decode_int8_shift");
+    auto* dt = static_cast<uint8_t*>(in_.get(tiles.size(), error));
+    auto* ds = static_cast<uint8_t*>(aux_.get(shift2.size(), error));
+    auto* dq = static_cast<int8_t*>(out_.get(q.size(), error));
+    if (!dt || !ds || !dq) return false;
+    if (!upload(dt, tiles.data(), tiles.size(), error) || !upload(ds, shift2.data(), shift2.size(), error)) return false;
+    if (tiles.size() / 4 >= k4G || q.size() >= k4G) return bad(error, "decode_int8_shift (size)");
+    launch_decode(reinterpret_cast<const uint32_t*>(dt), tiles.size() / 4, ds, p.rows, p.k, reinterpret_cast<uint32_t*>(dq));
+    return finish(dq, q.data(), q.size(), "int8-shift decode kernel", error);
+  }
+
+  bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
+                            std::span<float> a_scale, std::string& error) override {
+    if (x.size() != m * k || a.size() != x.size() || a_scale.size() != m || m > 65535u * 1024)
+      return bad(error, "quantize_activations");
+    if (m == 0) return true;
+    auto* dx = static_cast<float*>(in_.get(x.size_bytes(), error));
+    auto* da = static_cast<int8_t*>(out_.get(a.size(), error));
+    auto* ds = static_cast<float*>(aux_.get(a_scale.size_bytes(), error));
+    if (!dx || !da || !ds) return false;
+    if (!upload(dx, x.data(), x.size_bytes(), error)) return false;
+    launch_quantize(dx, m, k, da, ds);
+    return finish(da, a.data(), a.size(), "quantize kernel", error) &&
+           check(gpuMemcpy(a_scale.data(), ds, a_scale.size_bytes(), gpuMemcpyDeviceToHost), "copy back", error);
+  }
+
+  bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
+                 std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
+                 std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
+    const uint64_t n = p.rows, k = p.k;
+    if (k == 0 || k % 32 || a.size() != m * k || a_scale.size() != m || cs.size() != n || out.size() != m * n ||
+        (!acc.empty() && acc.size() != m * n) || tiles.size() != remap_mxfp4_bytes(p) ||
+        shift2.size() != remap_shift2_bytes(p) || m > 65535u * 128 || n >= k4G || k >= k4G)
+      return bad(error, "int8_gemm");
+    if (m == 0) return true;
+    // One device buffer holds A, scales, tiles, shifts and channel scales back to back.
+    const uint64_t off_as = align(a.size()), off_t = off_as + align(a_scale.size_bytes()),
+                   off_s = off_t + align(tiles.size()), off_c = off_s + align(shift2.size()),
+                   total = off_c + align(cs.size_bytes());
+    auto* base = static_cast<uint8_t*>(in_.get(total, error));
+    auto* dout = static_cast<uint16_t*>(out_.get(out.size_bytes(), error));
+    int32_t* dacc = nullptr;
+    if (!acc.empty()) dacc = static_cast<int32_t*>(aux_.get(acc.size_bytes(), error));
+    if (!base || !dout || (!acc.empty() && !dacc)) return false;
+    if (!upload(base, a.data(), a.size(), error) || !upload(base + off_as, a_scale.data(), a_scale.size_bytes(), error) ||
+        !upload(base + off_t, tiles.data(), tiles.size(), error) ||
+        !upload(base + off_s, shift2.data(), shift2.size(), error) ||
+        !upload(base + off_c, cs.data(), cs.size_bytes(), error))
+      return false;
+    launch_gemm(reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + off_as),
+                reinterpret_cast<const uint32_t*>(base + off_t), base + off_s,
+                reinterpret_cast<const float*>(base + off_c), m, n, k, dacc, dout);
+    if (!finish(dout, out.data(), out.size_bytes(), "int8 gemm kernel", error)) return false;
+    return acc.empty() || check(gpuMemcpy(acc.data(), dacc, acc.size_bytes(), gpuMemcpyDeviceToHost), "copy back", error);
+  }
+
+  void launch_gemm(const int8_t* a, const float* as, const uint32_t* tiles, const uint8_t* shift2, const float* cs,
+                   uint64_t m, uint64_t n, uint64_t k, int32_t* acc, uint16_t* out) const {
+#if defined(__CUDACC__)
+    if (major_ >= 8) {
+      const dim3 grid(static_cast<unsigned>((n + kBN - 1) / kBN), static_cast<unsigned>((m + kBM - 1) / kBM));
+      k_gemm_mma<<<grid, 256>>>(a, as, tiles, shift2, cs, static_cast<uint32_t>(m), static_cast<uint32_t>(n),
+                                static_cast<uint32_t>(k), acc, out);
+      return;
+    }
+#endif
+    const dim3 grid(static_cast<unsigned>((n + kThreads - 1) / kThreads), static_cast<unsigned>(m));
+    k_gemm_generic<<<grid, kThreads>>>(a, as, tiles, shift2, cs, m, n, k, acc, out);
+  }
+
+  bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
+    const GgmlBlockShape shape = ggml_gpu_block(type);
+    if (shape.elems == 0) {
+      error = "unsupported type id " + std::to_string(type) + " for the GPU kernels";
+      return false;
+    }
+    if (blocks.size() % shape.bytes || out.size() != blocks.size() / shape.bytes * shape.elems)
+      return bad(error, "ggml_to_f32");
+    if (blocks.empty()) return true;
+    auto* db = static_cast<uint8_t*>(in_.get(blocks.size(), error));
+    auto* dout = static_cast<float*>(out_.get(out.size_bytes(), error));
+    if (!db || !dout) return false;
+    if (!upload(db, blocks.data(), blocks.size(), error)) return false;
+    launch_ggml(type, db, blocks.size() / shape.bytes, tables_, dout);
+    return finish(dout, out.data(), out.size_bytes(), "ggml dequant kernel", error);
+  }
+
+  const GgmlTables& tables() const { return tables_; }
+
+ private:
+  static uint64_t align(uint64_t x) { return (x + 255) / 256 * 256; }
+  static bool bad(std::string& error, const char* what) {
+    error = std::string(what) + ": bad arguments";
+    return false;
+  }
+  static bool upload(void* dst, const void* src, uint64_t bytes, std::string& error) {
+    return bytes == 0 || check(gpuMemcpy(dst, src, bytes, gpuMemcpyHostToDevice), "copy to device", error);
+  }
+  static bool finish(const void* dsrc, void* dst, uint64_t bytes, const char* what, std::string& error) {
+    if (!check(gpuGetLastError(), what, error) || !check(gpuDeviceSynchronize(), what, error)) return false;
+    return bytes == 0 || check(gpuMemcpy(dst, dsrc, bytes, gpuMemcpyDeviceToHost), "copy back", error);
+  }
+
+  bool upload_tables(std::string& error) {
+    const uint64_t sizes[6] = {ksigns_iq2xs.size(), iq3xxs_grid.size() * 4, iq3s_grid.size() * 4, iq2s_grid.size() * 8,
+                               kvalues_iq4nl.size(), kvalues_fp4.size()};
+    const void* src[6] = {ksigns_iq2xs.data(), iq3xxs_grid.data(), iq3s_grid.data(),
+                          iq2s_grid.data(),    kvalues_iq4nl.data(), kvalues_fp4.data()};
+    uint64_t offs[6], total = 0;
+    for (int i = 0; i < 6; ++i) {
+      offs[i] = total;
+      total += align(sizes[i]);
+    }
+    auto* base = static_cast<uint8_t*>(tables_buf_.get(total, error));
+    if (!base) return false;
+    for (int i = 0; i < 6; ++i)
+      if (!upload(base + offs[i], src[i], sizes[i], error)) return false;
+    tables_ = GgmlTables{base + offs[0],
+                         reinterpret_cast<const uint32_t*>(base + offs[1]),
+                         reinterpret_cast<const uint32_t*>(base + offs[2]),
+                         reinterpret_cast<const uint64_t*>(base + offs[3]),
+                         reinterpret_cast<const int8_t*>(base + offs[4]),
+                         reinterpret_cast<const int8_t*>(base + offs[5])};
+    return true;
+  }
+
+  std::string name_;
+  int major_ = 0;
+  DeviceBuffer in_, aux_, out_, tables_buf_;
+  GgmlTables tables_{};
+  friend bool ckpt::run_gpu_benchmarks(int, const GpuBenchOptions&, std::string&, std::string&);
+};
+
+}  // namespace
+
+std::unique_ptr<DecodeBackend> make_gpu_backend(int ordinal, std::string& error) {
+  auto b = std::make_unique<GpuBackend>();
+  if (!b->open(ordinal, error)) return nullptr;
+  return b;
+}
+
+}  // namespace ckpt
+
+// ---- benchmarks ------------------------------------------------------------------------
+
+namespace ckpt {
+namespace {
+
+// Mean milliseconds of `iterations` runs of `launch` after one warm-up.
+template <class F>
+float time_ms(int iterations, F&& launch) {
+  gpuEvent_t start, stop;
+  (void)gpuEventCreate(&start);
+  (void)gpuEventCreate(&stop);
+  launch();
+  (void)gpuEventRecord(start, 0);
+  for (int i = 0; i < iterations; ++i) launch();
+  (void)gpuEventRecord(stop, 0);
+  (void)gpuEventSynchronize(stop);
+  float ms = 0;
+  (void)gpuEventElapsedTime(&ms, start, stop);
+  (void)gpuEventDestroy(start);
+  (void)gpuEventDestroy(stop);
+  return ms / static_cast<float>(iterations);
+}
+
+__global__ void k_fill(uint32_t* p, uint64_t words, uint32_t seed) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < words; i += uint64_t(gridDim.x) * blockDim.x) {
+    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
+    p[i] = x;
+  }
+}
+
+// Bytes with no FP8/E8M0 NaN codes, so the timed path is the common one.
+__global__ void k_sanitize(uint8_t* p, uint64_t n, uint8_t mask) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+    p[i] &= mask;
+}
+
+std::string line(const std::string& kernel, uint64_t in, uint64_t out, float ms, double copy_gbps) {
+  const double gbps = static_cast<double>(in + out) / (ms * 1e6);
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "{\"kernel\":\"%s\",\"in_bytes\":%llu,\"out_bytes\":%llu,\"ms\":%.4f,\"gbps\":%.1f,\"ratio_to_copy\":%.3f}\n",
+                kernel.c_str(), static_cast<unsigned long long>(in), static_cast<unsigned long long>(out), ms, gbps,
+                gbps / copy_gbps);
+  return buf;
+}
+
+}  // namespace
+
+bool run_gpu_benchmarks(int device, const GpuBenchOptions& o, std::string& report, std::string& error) {
+  GpuBackend be;
+  if (!be.open(device, error)) return false;
+  report = "{\"device\":\"" + be.name() + "\"}\n";
+  const uint64_t in_bytes = o.bytes / 4096 * 4096;
+  DeviceBuffer in_buf, aux_buf, out_buf;
+  // The largest output is f32 from 4-bit codes: 8 x the input.
+  auto* in = static_cast<uint8_t*>(in_buf.get(in_bytes, error));
+  auto* aux = static_cast<uint8_t*>(aux_buf.get(in_bytes, error));
+  auto* out = static_cast<uint8_t*>(out_buf.get(in_bytes * 8, error));
+  if (!in || !aux || !out) return false;
+  k_fill<<<4096, kThreads>>>(reinterpret_cast<uint32_t*>(in), in_bytes / 4, 1u);
+  k_fill<<<4096, kThreads>>>(reinterpret_cast<uint32_t*>(aux), in_bytes / 4, 2u);
+  if (!check(gpuDeviceSynchronize(), "fill", error)) return false;
+
+  // The baseline: a device-to-device copy; its rate counts bytes read plus written.
+  const float copy_ms = time_ms(o.iterations, [&] { (void)gpuMemcpyAsync(out, in, in_bytes, gpuMemcpyDeviceToDevice, 0); });
+  const double copy_gbps = 2.0 * static_cast<double>(in_bytes) / (copy_ms * 1e6);
+  report += line("d2d_copy", in_bytes, in_bytes, copy_ms, copy_gbps);
+
+  // FP8 block dequant, 7168-wide rows (a V4 projection), 128x128 blocks.
+  const uint64_t cols = 7168, rows = in_bytes / cols, n = rows * cols;
+  k_sanitize<<<4096, kThreads>>>(in, in_bytes, 0xF7);   // clears bit 3: never 0x7F/0xFF
+  k_sanitize<<<4096, kThreads>>>(aux, in_bytes, 0x7F);  // scales below 0xFF
+  const uint64_t srows = (rows + 127) / 128, scols = cols / 128;
+  const Fp8Grid fg{rows, cols, 128, 128};
+  float ms = time_ms(o.iterations, [&] {
+    launch_fp8(in, n, fg, 0, Fp8ScaleKind::e8m0, aux, scols, reinterpret_cast<uint16_t*>(out));
+  });
+  report += line("fp8_e8m0_to_bf16", n + srows * scols, 2 * n, ms, copy_gbps);
+  ms = time_ms(o.iterations, [&] {
+    launch_fp8(in, n, fg, 0, Fp8ScaleKind::f32, aux, scols, reinterpret_cast<uint16_t*>(out));
+  });
+  report += line("fp8_f32_to_bf16", n + 4 * srows * scols, 2 * n, ms, copy_gbps);
+  ms = time_ms(o.iterations, [&] {
+    k_mxfp4<<<grid_for(in_bytes / 4), kThreads>>>(reinterpret_cast<const uint32_t*>(in), static_cast<uint32_t>(in_bytes / 4),
+                                                  aux, reinterpret_cast<float4*>(out));
+  });
+  report += line("mxfp4_to_f32", in_bytes + in_bytes / 16, 8 * in_bytes, ms, copy_gbps);
+
+  // INT8-shift decode of w13-shaped experts (N = K = 4096).
+  const uint64_t dk = 4096, dn = in_bytes / (dk / 2) / 8 * 8, groups = dn / 8, words = dk / 32 * groups * 32;
+  ms = time_ms(o.iterations, [&] {
+    launch_decode(reinterpret_cast<const uint32_t*>(in), words, aux, dn, dk, reinterpret_cast<uint32_t*>(out));
+  });
+  report += line("int8_shift_decode", words * 4 + dn * dk / 128, dn * dk, ms, copy_gbps);
+
+  // Activation quantization: f32 [M, 4096] -> int8 + one scale per row.
+  const uint64_t qk = 4096, qm = in_bytes / 4 / qk;
+  ms = time_ms(o.iterations, [&] {
+    launch_quantize(reinterpret_cast<const float*>(in), qm, qk, reinterpret_cast<int8_t*>(out), reinterpret_cast<float*>(aux));
+  });
+  report += line("quantize_activations", qm * qk * 4, qm * qk + qm * 4, ms, copy_gbps);
+
+  for (int32_t type : {int32_t(kQ8_0), int32_t(kQ4_K), int32_t(kQ6_K), int32_t(kIQ4_NL), int32_t(kMXFP4),
+                       int32_t(kIQ3_XXS), int32_t(kIQ3_S), int32_t(kIQ2_S)}) {
+    const GgmlBlockShape s = ggml_gpu_block(type);
+    const uint64_t blocks = std::min<uint64_t>(in_bytes / s.bytes, in_bytes * 2 / s.elems);  // out <= 8 x in
+    ms = time_ms(o.iterations, [&] { launch_ggml(type, in, blocks, be.tables(), reinterpret_cast<float*>(out)); });
+    const char* names[] = {"Q8_0", "Q4_K", "Q6_K", "IQ4_NL", "MXFP4", "IQ3_XXS", "IQ3_S", "IQ2_S"};
+    const int32_t ids[] = {kQ8_0, kQ4_K, kQ6_K, kIQ4_NL, kMXFP4, kIQ3_XXS, kIQ3_S, kIQ2_S};
+    const char* name = "?";
+    for (int i = 0; i < 8; ++i)
+      if (ids[i] == type) name = names[i];
+    report += line(std::string("ggml_") + name + "_to_f32", blocks * s.bytes, blocks * s.elems * 4, ms, copy_gbps);
+  }
+  if (!check(gpuDeviceSynchronize(), "benchmark kernels", error)) return false;
+
+  // INT8 GEMM at M x N x K on the INT8-shift layout.
+  const uint64_t m = o.gemm_m, gn = o.gemm_n, gk = o.gemm_k;
+  RemapParams p;
+  p.rows = gn;
+  p.k = gk;
+  const uint64_t a_bytes = m * gk, t_bytes = remap_mxfp4_bytes(p), s_bytes = remap_shift2_bytes(p);
+  DeviceBuffer ga, gt, gs, gcs, gas, gout;
+  auto* da = static_cast<int8_t*>(ga.get(a_bytes, error));
+  auto* dt = static_cast<uint32_t*>(gt.get(t_bytes, error));
+  auto* dsh = static_cast<uint8_t*>(gs.get(s_bytes, error));
+  auto* dcs = static_cast<float*>(gcs.get(gn * 4, error));
+  auto* das = static_cast<float*>(gas.get(m * 4, error));
+  auto* dout = static_cast<uint16_t*>(gout.get(m * gn * 2, error));
+  if (!da || !dt || !dsh || !dcs || !das || !dout) return false;
+  k_fill<<<4096, kThreads>>>(reinterpret_cast<uint32_t*>(da), a_bytes / 4, 3u);
+  k_fill<<<4096, kThreads>>>(dt, t_bytes / 4, 4u);
+  k_fill<<<4096, kThreads>>>(reinterpret_cast<uint32_t*>(dsh), s_bytes / 4, 5u);
+  (void)gpuMemset(dcs, 0, gn * 4);
+  (void)gpuMemset(das, 0, m * 4);
+  ms = time_ms(o.iterations, [&] { be.launch_gemm(da, das, dt, dsh, dcs, m, gn, gk, nullptr, dout); });
+  if (!check(gpuDeviceSynchronize(), "gemm", error)) return false;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "{\"kernel\":\"int8_shift_gemm\",\"m\":%llu,\"n\":%llu,\"k\":%llu,\"ms\":%.4f,\"tops\":%.1f}\n",
+                static_cast<unsigned long long>(m), static_cast<unsigned long long>(gn),
+                static_cast<unsigned long long>(gk), ms, 2.0 * double(m) * double(gn) * double(gk) / (ms * 1e9));
+  report += buf;
+  return true;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,17 @@
+// Linked into binaries built without a GPU compiler: the GPU backend is absent, and says so.
+#include "gpu_bench.h"
+#include "verify/backend.h"
+
+namespace ckpt {
+
+std::unique_ptr<DecodeBackend> make_gpu_backend(int, std::string& error) {
+  error = "this ckpt-gpu was built without a GPU backend (no nvcc or hipcc at build time)";
+  return nullptr;
+}
+
+bool run_gpu_benchmarks(int, const GpuBenchOptions&, std::string&, std::string& error) {
+  error = "this ckpt-gpu was built without a GPU backend (no nvcc or hipcc at build time)";
+  return false;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,311 @@
+// The decode arithmetic of every GPU kernel, written once as host+device functions so the
+// same text runs in the CUDA/HIP kernels and, compiled by g++, in the host emulation that
+// CI tests against libconvert's independent CPU reference (numerics/). Each function
+// decodes a small fixed unit (one element, one 8-element group, one 32-bit MMA fragment
+// word) so kernels map threads to units and stay coalesced.
+//
+// Exactness (docs/spec/): every product here is exact in binary32 (at most 23 significant
+// bits) or is the spec's own single rounding, and kernels are built with FMA contraction
+// off, so results are bit-identical to the CPU reference.
+#pragma once
+
+#include <cstdint>
+
+#include "gpu_compat.h"
+
+namespace ckpt::kern {
+
+// ---- scalar conversions ------------------------------------------------------------
+
+// IEEE binary16 -> binary32, exact (subnormals, infinities, NaN payloads).
+CKPT_HD float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  if (exp == 0x1F) return bits_to_float(sign | 0x7F800000u | (man << 13));
+  if (exp != 0) return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
+  // Subnormal: man * 2^-24, exact in binary32.
+  const float mag = static_cast<float>(man) * bits_to_float(0x33800000u);  // 2^-24
+  return sign ? -mag : mag;
+}
+
+CKPT_HD float bf16_to_f32(uint16_t h) { return bits_to_float(static_cast<uint32_t>(h) << 16); }
+
+// binary32 -> bfloat16, round to nearest even; NaN kept (forced quiet), overflow -> inf.
+CKPT_HD uint16_t f32_to_bf16_rne(float f) {
+  const uint32_t u = float_to_bits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// 2^e as binary32 for e in [-149, 127], exact (subnormal below -126).
+CKPT_HD float exp2i(int e) {
+  if (e >= -126) return bits_to_float(static_cast<uint32_t>(e + 127) << 23);
+  return bits_to_float(1u << (e + 149));
+}
+
+// E4M3FN decode: e = 0 -> m * 2^-9, else (8 + m) * 2^(e - 10); 0x7F/0xFF are NaN.
+CKPT_HD float e4m3_to_f32(uint8_t code) {
+  const uint32_t e = (code >> 3) & 0xF, m = code & 7;
+  float mag;
+  if ((code & 0x7F) == 0x7F) {
+    mag = bits_to_float(0x7FC00000u);
+  } else if (e == 0) {
+    mag = static_cast<float>(m) * exp2i(-9);
+  } else {
+    mag = static_cast<float>(8 + m) * exp2i(static_cast<int>(e) - 10);
+  }
+  return (code & 0x80) ? -mag : mag;
+}
+
+// FP8 x E8M0 block scale -> BF16 (deepseek-v4.md §7): the product of a 4-bit significand and
+// a power of two is exact in binary32 (smallest 2^-136), then one RNE to BF16.
+CKPT_HD uint16_t fp8_e8m0_to_bf16(uint8_t code, uint8_t scale) {
+  const uint16_t sign = (code & 0x80) ? 0x8000 : 0;
+  if ((code & 0x7F) == 0x7F || scale == 0xFF) return sign | 0x7FC0;
+  const float mag = mul_rn(e4m3_to_f32(code & 0x7F), exp2i(static_cast<int>(scale) - 127));
+  return f32_to_bf16_rne(sign ? -mag : mag);
+}
+
+// FP8 x F32 multiplier -> BF16: DeepSeek-V3's one binary32 multiply, then RNE.
+CKPT_HD uint16_t fp8_f32_to_bf16(uint8_t code, float scale) {
+  return f32_to_bf16_rne(mul_rn(e4m3_to_f32(code), scale));
+}
+
+// Doubled signed E2M1 values (code 8, -0, is 0): kE2m1LutX2 of numerics/int8_shift.h.
+CKPT_HD int e2m1_x2(unsigned code) {
+  const int mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  const int v = mag[code & 7];
+  return (code & 8) ? -v : v;
+}
+
+// DeepSeek MXFP4 element -> f32: lut_x2[c] * 2^(b - 128) (mxfp4-int8-shift.md §1). Exact
+// for b <= 252 (12 * 2^124); larger magnitudes overflow binary32 to +-inf as on the CPU.
+CKPT_HD float mxfp4_to_f32(unsigned code, uint8_t scale) {
+  const int e = static_cast<int>(scale) - 128;
+  const float v = static_cast<float>(e2m1_x2(code));
+  if (e > 127) return mul_rn(mul_rn(v, exp2i(127)), 2.0f);
+  return mul_rn(v, exp2i(e));
+}
+
+// ---- INT8-shift decode (mxfp4-int8-shift.md §4-§5) ----------------------------------
+
+// One lane's 32-bit word of a 128-byte mxfp4 tile holds 8 codes of one row; it decodes to
+// the two int8x4 registers of the m16n8k32 B fragment: lo = k 4*tid..+3, hi = k 16+4*tid..+3.
+// `shift` is the row's 2-bit shift for this 32-block.
+struct Int8x8 {
+  uint32_t lo, hi;
+};
+
+// Four nibbles (low nibble first) -> four int8 lut_x2[c] << shift, packed little-endian.
+CKPT_HD uint32_t decode_nibbles4(uint32_t nibbles16, unsigned shift) {
+#if defined(__CUDA_ARCH__)
+  // The spec's in-register decode: magnitude bytes by byte permute from the constant words
+  // 0x03020100 / 0x0c080604 indexed by the low 3 bits; shift (no carry, <= 96); negate the
+  // bytes whose sign bit is set as (0x80808080 - m) ^ 0x80808080.
+  uint32_t idx = 0, sign = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t c = (nibbles16 >> (4 * i)) & 0xF;
+    idx |= (c & 7) << (4 * i);
+    sign |= ((c >> 3) & 1) ? (0xFFu << (8 * i)) : 0u;
+  }
+  uint32_t mag = __byte_perm(0x03020100u, 0x0c080604u, idx) << shift;
+  const uint32_t neg = (0x80808080u - mag) ^ 0x80808080u;
+  return (mag & ~sign) | (neg & sign);
+#else
+  uint32_t out = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int v = e2m1_x2((nibbles16 >> (4 * i)) & 0xF) * (1 << shift);
+    out |= (static_cast<uint32_t>(v) & 0xFFu) << (8 * i);
+  }
+  return out;
+#endif
+}
+
+CKPT_HD Int8x8 decode_int8_shift_word(uint32_t word, unsigned shift) {
+  // Bytes 0,1 carry k 4tid..4tid+3 (two nibbles each, low first), bytes 2,3 carry k + 16.
+  return Int8x8{decode_nibbles4(word & 0xFFFFu, shift), decode_nibbles4(word >> 16, shift)};
+}
+
+// Row n's shift for 32-block kb from the shift2 slab [S, G, 8].
+CKPT_HD unsigned int8_shift_of(const uint8_t* shift2, uint64_t groups, uint64_t n, uint64_t kb) {
+  return (shift2[((kb / 4) * groups + n / 8) * 8 + n % 8] >> (2 * (kb % 4))) & 3u;
+}
+
+// ---- ggml blocks (gguf.md §5) ------------------------------------------------------
+
+enum GgmlGpuType : int32_t {
+  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14, kIQ3_XXS = 18,
+  kIQ4_NL = 20, kIQ3_S = 21, kIQ2_S = 22, kBF16 = 30, kMXFP4 = 39,
+};
+
+struct GgmlBlockShape {
+  uint32_t elems = 0, bytes = 0;  // 0: not supported by the kernels
+};
+
+CKPT_HD constexpr GgmlBlockShape ggml_gpu_block(int32_t type) {
+  switch (type) {
+    case kF32: return {1, 4};
+    case kF16: return {1, 2};
+    case kBF16: return {1, 2};
+    case kQ4_0: return {32, 18};
+    case kQ8_0: return {32, 34};
+    case kIQ4_NL: return {32, 18};
+    case kMXFP4: return {32, 17};
+    case kQ4_K: return {256, 144};
+    case kQ6_K: return {256, 210};
+    case kIQ3_XXS: return {256, 98};
+    case kIQ3_S: return {256, 110};
+    case kIQ2_S: return {256, 82};
+    default: return {0, 0};
+  }
+}
+
+// Elements one decode unit produces: 8 (a group of a block) or 1 (plain types).
+CKPT_HD constexpr uint32_t ggml_gpu_unit(int32_t type) { return ggml_gpu_block(type).elems >= 8 ? 8 : 1; }
+
+// ggml's lookup tables, wherever they live (device global memory or host arrays).
+struct GgmlTables {
+  const uint8_t* ksigns_iq2xs;  // 128
+  const uint32_t* iq3xxs_grid;  // 256
+  const uint32_t* iq3s_grid;    // 512
+  const uint64_t* iq2s_grid;    // 1024
+  const int8_t* kvalues_iq4nl;  // 16
+  const int8_t* kvalues_fp4;    // 16
+};
+
+CKPT_HD uint16_t ld16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+CKPT_HD uint32_t ld32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
+CKPT_HD float sign_f(unsigned bits, int j) { return ((bits >> j) & 1) ? -1.0f : 1.0f; }
+
+// Q4_K's 6-bit sub-block scale and min (get_scale_min_k4).
+CKPT_HD void q4k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = s[j] & 63;
+    m = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Decodes unit `u` of block `b` (8 elements u*8..u*8+7 for block types, element 0 for
+// plain types) into y. Precondition: ggml_gpu_block(type).elems != 0.
+CKPT_HD void ggml_decode_unit(int32_t type, const uint8_t* b, unsigned u, float* y, const GgmlTables& t) {
+  switch (type) {
+    case kF32: y[0] = bits_to_float(ld32(b)); return;
+    case kF16: y[0] = f16_to_f32(ld16(b)); return;
+    case kBF16: y[0] = bf16_to_f32(ld16(b)); return;
+    case kQ8_0: {
+      const float d = f16_to_f32(ld16(b));
+      for (int j = 0; j < 8; ++j) y[j] = mul_rn(static_cast<float>(static_cast<int8_t>(b[2 + 8 * u + j])), d);
+      return;
+    }
+    case kQ4_0:
+    case kIQ4_NL:
+    case kMXFP4: {
+      // 32 elements: bytes qs[0..15]; low nibbles are elements 0..15, high nibbles 16..31.
+      const uint8_t* qs = b + (type == kMXFP4 ? 1 : 2);
+      const unsigned first = (u & 1) * 8, high = u >> 1;
+      for (int j = 0; j < 8; ++j) {
+        const unsigned nib = high ? (qs[first + j] >> 4) : (qs[first + j] & 0xF);
+        if (type == kQ4_0) {
+          y[j] = mul_rn(static_cast<float>(static_cast<int>(nib) - 8), f16_to_f32(ld16(b)));
+        } else if (type == kIQ4_NL) {
+          y[j] = mul_rn(f16_to_f32(ld16(b)), static_cast<float>(t.kvalues_iq4nl[nib]));
+        } else {
+          // E8M0_TO_FP32_HALF(e) = 2^(e - 128); e < 2 are binary32 subnormals, 255 is 2^127.
+          y[j] = mul_rn(exp2i(static_cast<int>(b[0]) - 128), static_cast<float>(t.kvalues_fp4[nib]));
+        }
+      }
+      return;
+    }
+    case kQ4_K: {
+      const float d = f16_to_f32(ld16(b)), dmin = f16_to_f32(ld16(b + 2));
+      const unsigned c = u / 8, e = (u % 8) * 8;  // 64-element chunk, offset inside it
+      const bool high = e >= 32;
+      int sc = 0, m = 0;
+      q4k_scale_min(b + 4, static_cast<int>(2 * c + (high ? 1 : 0)), sc, m);
+      const float d1 = mul_rn(d, static_cast<float>(sc)), m1 = mul_rn(dmin, static_cast<float>(m));
+      const uint8_t* q = b + 16 + 32 * c + (e % 32);
+      for (int j = 0; j < 8; ++j) {
+        const int v = high ? (q[j] >> 4) : (q[j] & 0xF);
+        y[j] = mul_rn(d1, static_cast<float>(v)) - m1;  // the format's one rounding
+      }
+      return;
+    }
+    case kQ6_K: {
+      const float d = f16_to_f32(ld16(b + 208));
+      const unsigned half = u / 16, r = (u % 16) * 8, quarter = r / 32, l0 = r % 32;
+      const uint8_t* ql = b + 64 * half;
+      const uint8_t* qh = b + 128 + 32 * half;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * half);
+      for (int j = 0; j < 8; ++j) {
+        const unsigned l = l0 + j, is = l / 16;
+        int q;
+        switch (quarter) {
+          case 0: q = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4); break;
+          case 1: q = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4); break;
+          case 2: q = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4); break;
+          default: q = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4); break;
+        }
+        y[j] = mul_rn(mul_rn(d, static_cast<float>(sc[is + 2 * quarter])), static_cast<float>(q - 32));
+      }
+      return;
+    }
+    case kIQ3_XXS: {
+      const float d = f16_to_f32(ld16(b));
+      const uint8_t* qs = b + 2;
+      const unsigned ib = u / 4, l = u % 4;
+      const uint32_t aux = ld32(qs + 64 + 4 * ib);
+      const float db = mul_rn(mul_rn(d, 0.5f + static_cast<float>(aux >> 28)), 0.5f);
+      const unsigned signs = t.ksigns_iq2xs[(aux >> (7 * l)) & 127];
+      const uint32_t g1 = t.iq3xxs_grid[qs[8 * ib + 2 * l]], g2 = t.iq3xxs_grid[qs[8 * ib + 2 * l + 1]];
+      for (int j = 0; j < 4; ++j) {
+        y[j] = mul_rn(mul_rn(db, static_cast<float>((g1 >> (8 * j)) & 0xFF)), sign_f(signs, j));
+        y[j + 4] = mul_rn(mul_rn(db, static_cast<float>((g2 >> (8 * j)) & 0xFF)), sign_f(signs, j + 4));
+      }
+      return;
+    }
+    case kIQ3_S: {
+      const float d = f16_to_f32(ld16(b));
+      const uint8_t* qs = b + 2;
+      const uint8_t* qh = b + 66;
+      const uint8_t* signs = b + 74;
+      const uint8_t* scales = b + 106;
+      const unsigned ib = u / 4, l = u % 4;
+      const unsigned nib = (scales[ib / 2] >> (4 * (ib % 2))) & 0xF;
+      const float db = mul_rn(d, static_cast<float>(1 + 2 * nib));
+      const unsigned i1 = qs[8 * ib + 2 * l] | ((static_cast<unsigned>(qh[ib]) << (8 - 2 * l)) & 256);
+      const unsigned i2 = qs[8 * ib + 2 * l + 1] | ((static_cast<unsigned>(qh[ib]) << (7 - 2 * l)) & 256);
+      const unsigned s = signs[4 * ib + l];
+      const uint32_t g1 = t.iq3s_grid[i1], g2 = t.iq3s_grid[i2];
+      for (int j = 0; j < 4; ++j) {
+        y[j] = mul_rn(mul_rn(db, static_cast<float>((g1 >> (8 * j)) & 0xFF)), sign_f(s, j));
+        y[j + 4] = mul_rn(mul_rn(db, static_cast<float>((g2 >> (8 * j)) & 0xFF)), sign_f(s, j + 4));
+      }
+      return;
+    }
+    case kIQ2_S: {
+      const float d = f16_to_f32(ld16(b));
+      const uint8_t* qs = b + 2;
+      const uint8_t* qh = b + 66;
+      const uint8_t* scales = b + 74;
+      const unsigned ib = u / 4, l = u % 4;
+      const unsigned nib = (l < 2) ? (scales[ib] & 0xF) : (scales[ib] >> 4);
+      const float db = mul_rn(mul_rn(d, 0.5f + static_cast<float>(nib)), 0.25f);
+      const unsigned idx = qs[4 * ib + l] | ((static_cast<unsigned>(qh[ib]) << (8 - 2 * l)) & 0x300);
+      const uint64_t g = t.iq2s_grid[idx];
+      const unsigned s = qs[32 + 4 * ib + l];
+      for (int j = 0; j < 8; ++j) {
+        y[j] = mul_rn(mul_rn(db, static_cast<float>((g >> (8 * j)) & 0xFF)), sign_f(s, j));
+      }
+      return;
+    }
+    default: return;
+  }
+}
+
+}  // namespace ckpt::kern

@@ -1,0 +1,138 @@
+// The one portability header between CUDA and HIP (and plain C++ for the host emulation).
+// Kernel sources include only this and decode.h; everything vendor-specific is spelled
+// here once: the runtime API names, the host/device qualifier, and the few intrinsics the
+// kernels use (byte permute, int8 dot product, float->int round-to-nearest-even).
+#pragma once
+
+#include <cstdint>
+
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#define CKPT_GPU_BACKEND "hip"
+#define gpuError_t hipError_t
+#define gpuSuccess hipSuccess
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetLastError hipGetLastError
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
+#define gpuDeviceProp hipDeviceProp_t
+#define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMemcpy hipMemcpy
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemset hipMemset
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuEvent_t hipEvent_t
+#define gpuEventCreate hipEventCreate
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
+#elif defined(__CUDACC__)
+#include <cuda_runtime.h>
+#define CKPT_GPU_BACKEND "cuda"
+#define gpuError_t cudaError_t
+#define gpuSuccess cudaSuccess
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetLastError cudaGetLastError
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
+#define gpuDeviceProp cudaDeviceProp
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMemcpy cudaMemcpy
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemset cudaMemset
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuEvent_t cudaEvent_t
+#define gpuEventCreate cudaEventCreate
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define CKPT_HD __host__ __device__ inline
+#else
+#define CKPT_HD inline
+#endif
+
+// True while compiling device code (either vendor), false for host passes and plain C++.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define CKPT_DEVICE_PASS 1
+#else
+#define CKPT_DEVICE_PASS 0
+#endif
+
+// The INT8 tensor-core MMA (mma.sync m16n8k32 s8) exists on NVIDIA sm_80 and later.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define CKPT_HAS_MMA_S8 1
+#else
+#define CKPT_HAS_MMA_S8 0
+#endif
+
+namespace ckpt::kern {
+
+// Bit casts without <bit> (not every device toolchain has std::bit_cast in device code).
+CKPT_HD float bits_to_float(uint32_t u) {
+  union { uint32_t u; float f; } v{u};
+  return v.f;
+}
+CKPT_HD uint32_t float_to_bits(float f) {
+  union { float f; uint32_t u; } v{f};
+  return v.u;
+}
+
+// Sum of the four int8 products of two packed words plus c (dp4a). Exact in int32.
+CKPT_HD int32_t dot4_i8(uint32_t a, uint32_t b, int32_t c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610
+  return __dp4a(static_cast<int>(a), static_cast<int>(b), c);
+#else
+  for (int i = 0; i < 4; ++i) {
+    c += static_cast<int32_t>(static_cast<int8_t>(a >> (8 * i))) * static_cast<int32_t>(static_cast<int8_t>(b >> (8 * i)));
+  }
+  return c;
+#endif
+}
+
+// IEEE binary32 multiply, rounded to nearest even, never fused with a neighbouring add.
+CKPT_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;  // host and HIP builds compile with -ffp-contract=off
+#endif
+}
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// Max over each group of 32 consecutive lanes (a whole warp on NVIDIA; half a wave64 on AMD).
+__device__ inline float max_over_32_lanes(float v) {
+  for (int off = 16; off > 0; off /= 2) {
+#if defined(__HIPCC__)
+    v = fmaxf(v, __shfl_xor(v, off, 32));
+#else
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+#endif
+  }
+  return v;
+}
+#endif
+
+CKPT_HD float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+}  // namespace ckpt::kern

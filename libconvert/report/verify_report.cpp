@@ -1,0 +1,76 @@
+#include "report/verify_report.h"
+
+#include <cstdio>
+#include <map>
+
+#include "report/json_writer.h"
+
+namespace ckpt {
+
+std::string verify_report_json(const VerifyReport& r) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("schema").value(kVerifySchemaId);
+  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(CKPT_VERSION).end_object();
+  w.key("path").value(r.path);
+  if (!r.reference.empty()) w.key("reference").value(r.reference);
+  w.key("kind").value(r.kind);
+  w.key("backend").value(r.backend);
+  w.key("summary").begin_object();
+  w.key("checks").value(static_cast<uint64_t>(r.checks.size()));
+  w.key("failed").value(r.failed());
+  w.key("errors").value(static_cast<uint64_t>(r.findings.count(Severity::error)));
+  w.key("input_bytes_decoded").value(r.input_bytes_decoded);
+  w.key("max_rel_l2").value(r.max_rel_l2);
+  w.key("seconds").value(r.seconds);
+  w.end_object();
+  w.key("checks").begin_array();
+  for (const auto& c : r.checks) {
+    w.begin_object().key("check").value(c.check).key("tensor").value(c.tensor);
+    if (!c.part.empty()) w.key("part").value(c.part);
+    w.key("elements").value(c.elements).key("ok").value(c.ok);
+    if (c.rel_l2) w.key("rel_l2").value(*c.rel_l2);
+    w.end_object();
+  }
+  w.end_array();
+  write_findings_json(w, r.findings);
+  w.key("verdict").value(r.exit_code() == 0 ? "pass" : "fail");
+  w.end_object();
+  return w.str() + "\n";
+}
+
+std::string verify_report_text(const VerifyReport& r, size_t max_findings) {
+  std::string out = "verify " + r.path + (r.reference.empty() ? "" : " against " + r.reference) + " (" + r.kind +
+                    ") on " + r.backend + "\n";
+  std::map<std::string, std::pair<uint64_t, uint64_t>> per_check;  // check -> (passed, failed)
+  for (const auto& c : r.checks) (c.ok ? per_check[c.check].first : per_check[c.check].second)++;
+  for (const auto& [check, counts] : per_check) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-18s %8llu ok %6llu failed\n", check.c_str(),
+                  static_cast<unsigned long long>(counts.first), static_cast<unsigned long long>(counts.second));
+    out += line;
+  }
+  if (r.max_rel_l2 > 0) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  INT8 GEMM vs original weights: max relative L2 error %.4g\n", r.max_rel_l2);
+    out += line;
+  }
+  size_t shown = 0;
+  for (const auto& f : r.findings.items()) {
+    if (shown++ == max_findings) {
+      out += "  ... " + std::to_string(r.findings.items().size() - max_findings) + " more (see --json)\n";
+      break;
+    }
+    out += "  " + std::string(f.severity == Severity::error ? "ERROR " : "warning ") + f.code + " " + f.file;
+    if (!f.tensor.empty()) out += " tensor " + f.tensor;
+    if (f.offset) out += " @" + std::to_string(*f.offset);
+    out += ": " + f.message + "\n";
+  }
+  char line[200];
+  std::snprintf(line, sizeof line, "VERDICT: %s - %zu checks, %llu failed, %.1f MB decoded in %.2f s\n",
+                r.exit_code() == 0 ? "PASS" : "FAIL", r.checks.size(), static_cast<unsigned long long>(r.failed()),
+                static_cast<double>(r.input_bytes_decoded) / 1e6, r.seconds);
+  return out + line;
+}
+
+}  // namespace ckpt

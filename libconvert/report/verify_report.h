@@ -1,0 +1,16 @@
+// The report of `ckpt-gpu verify`: JSON (schemas/verify-report.schema.json) and the human
+// summary (a line per failed check, counts per check kind, a verdict line).
+#pragma once
+
+#include <string>
+
+#include "verify/gpu_verify.h"
+
+namespace ckpt {
+
+inline constexpr const char* kVerifySchemaId = "ckptkit/verify-report/v1";
+
+std::string verify_report_json(const VerifyReport& r);
+std::string verify_report_text(const VerifyReport& r, size_t max_findings);
+
+}  // namespace ckpt

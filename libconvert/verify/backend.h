@@ -1,0 +1,66 @@
+// What `ckpt-gpu verify` asks of a decode device: the transforms a serving engine runs on
+// the bytes ckptkit writes. Implemented by the CUDA/HIP kernels (kernels/backend_gpu.cu)
+// and by their host emulation (kernels/backend_emulate.cpp: the same kernel arithmetic from
+// kernels/decode.h, compiled for the CPU, so CI exercises it without a GPU). The verifier
+// compares every result with libconvert's independent CPU reference (numerics/).
+//
+// Host spans in, host spans out; each call takes at most max_chunk_bytes() of input and
+// the driver streams larger tensors through in chunks, so device memory stays bounded.
+// This header is included by nvcc: keep it free of simdjson and of libconvert internals.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "numerics/fp8.h"
+#include "numerics/int8_shift.h"
+
+namespace ckpt {
+
+enum class Fp8ScaleKind { e8m0, f32 };
+
+class DecodeBackend {
+ public:
+  virtual ~DecodeBackend() = default;
+  // "cuda: NVIDIA H200 (sm_90, 132 SMs)", "hip: ...", "emulate (host)".
+  virtual std::string name() const = 0;
+  // Largest input (bytes) the driver passes to one call.
+  virtual uint64_t max_chunk_bytes() const { return uint64_t{64} << 20; }
+
+  // Rows [row_begin, row_begin + weight_rows.size()/g.cols) of an FP8 E4M3 weight with its
+  // WHOLE scale grid (E8M0 bytes or F32 little-endian) -> BF16 bits (numerics/fp8.h rules).
+  virtual bool fp8_to_bf16(std::span<const uint8_t> weight_rows, uint64_t row_begin, const Fp8Grid& g,
+                           Fp8ScaleKind kind, std::span<const uint8_t> scale_grid, std::span<uint16_t> out,
+                           std::string& error) = 0;
+  // DeepSeek MXFP4 [rows, k/2] packed (low nibble = even element) with E8M0 scales [rows, k/32]
+  // -> f32 [rows, k]: lut_x2[c] * 2^(b - 128).
+  virtual bool mxfp4_to_f32(std::span<const uint8_t> weight, std::span<const uint8_t> scale, uint64_t rows,
+                            uint64_t k, std::span<float> out, std::string& error) = 0;
+  // One expert's INT8-shift slabs -> q [p.rows, p.k] = lut_x2[code] << shift2.
+  virtual bool decode_int8_shift(std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
+                                 const RemapParams& p, std::span<int8_t> q, std::string& error) = 0;
+  // Per-token activation quantization (mxfp4-int8-shift.md §6), no clamp.
+  virtual bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a_i8,
+                                    std::span<float> a_scale, std::string& error) = 0;
+  // INT8 GEMM on the INT8-shift layout with the spec's epilogue (§5): acc [m, p.rows] int32
+  // and out [m, p.rows] BF16 = bf16_rne((float(acc) * a_scale[r]) * channel_scale[c]).
+  virtual bool int8_gemm(std::span<const int8_t> a_i8, std::span<const float> a_scale,
+                         std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
+                         std::span<const float> channel_scale, uint64_t m, const RemapParams& p,
+                         std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) = 0;
+  // Whole blocks of a ggml type -> f32 (gguf.md §5). False with "unsupported type ..." for a
+  // type the kernels do not decode.
+  virtual bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out,
+                           std::string& error) = 0;
+};
+
+// The kernels' arithmetic run on the host (always available).
+std::unique_ptr<DecodeBackend> make_emulated_backend();
+
+// The CUDA or HIP backend on device `ordinal`; nullptr with `error` set when the binary has
+// no GPU backend or no usable device is present.
+std::unique_ptr<DecodeBackend> make_gpu_backend(int ordinal, std::string& error);
+
+}  // namespace ckpt

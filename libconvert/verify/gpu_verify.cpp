@@ -1,0 +1,644 @@
+#include "verify/gpu_verify.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "convert/plan.h"
+#include "formats/ggml_types.h"
+#include "formats/loader.h"
+#include "numerics/fp8.h"
+#include "numerics/ggml_dequant.h"
+#include "numerics/int8_gemm_ref.h"
+#include "numerics/int8_shift.h"
+#include "repack/pack_manifest.h"
+#include "repack/pack_validate.h"
+#include "validate/reference.h"
+
+namespace ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string hex(uint64_t v, int digits) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%0*llx", digits, static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string fmt(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+float bf16_value(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// First index where two arrays differ bitwise, or nullopt.
+template <class T>
+std::optional<uint64_t> first_difference(std::span<const T> a, std::span<const T> b) {
+  if (std::memcmp(a.data(), b.data(), a.size_bytes()) == 0) return std::nullopt;
+  for (uint64_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return i;
+  return std::nullopt;
+}
+
+// The shared state of one verification and the helpers every mode uses.
+class Verifier {
+ public:
+  Verifier(DecodeBackend& backend, const VerifyOptions& o, VerifyReport& r) : be_(backend), o_(o), r_(r) {}
+
+ protected:
+  VerifyCheck& add_check(std::string check, std::string tensor, std::string part, uint64_t elements) {
+    r_.checks.push_back(VerifyCheck{std::move(check), std::move(tensor), std::move(part), elements, true, std::nullopt});
+    return r_.checks.back();
+  }
+  void mismatch(VerifyCheck& c, const std::string& file, std::optional<uint64_t> offset, const std::string& message) {
+    c.ok = false;
+    r_.findings.error("VERIFY_MISMATCH", file, c.tensor, offset, message);
+  }
+  bool backend_failed(VerifyCheck& c, const std::string& file, const std::string& error) {
+    c.ok = false;
+    r_.findings.error(error.starts_with("unsupported") ? "VERIFY_UNSUPPORTED" : "VERIFY_BACKEND", file, c.tensor,
+                      std::nullopt, r_.backend + ": " + error);
+    return false;
+  }
+  bool read(const MappedFile& f, uint64_t offset, std::span<uint8_t> buf) {
+    IoError err;
+    if (f.read_at(offset, buf, err)) return true;
+    r_.findings.error("IO_READ", err.path, "", offset, err.message);
+    return false;
+  }
+  void tick() {
+    ++done_;
+    if (o_.progress) o_.progress(done_, total_);
+  }
+  uint64_t chunk_bytes() const { return std::max<uint64_t>(1, be_.max_chunk_bytes()); }
+
+  DecodeBackend& be_;
+  const VerifyOptions& o_;
+  VerifyReport& r_;
+  uint64_t done_ = 0, total_ = 0;
+};
+
+// ---- safetensors: FP8 pairs, copies and INT8-shift experts ---------------------------
+
+struct Slabs {
+  std::vector<uint8_t> mxfp4, shift2, channel_scale;
+};
+
+class CheckpointVerifier : public Verifier {
+ public:
+  CheckpointVerifier(DecodeBackend& backend, const VerifyOptions& o, VerifyReport& r) : Verifier(backend, o, r) {}
+
+  // OUT against the conversion plan of IN.
+  void run_converted(const LoadedModel& in, const LoadedModel& out, const ConversionPlan& plan) {
+    in_ = &in;
+    for (const auto& s : plan.shards) total_ += s.tensors.size();
+    for (const auto& shard : plan.shards) {
+      for (size_t i = 0; i < shard.tensors.size(); ++i) {
+        const PlannedTensor& pt = shard.tensors[i];
+        const ModelTensor* dst = out.view.find(shard.writer_tensors[i].name);
+        // Missing or mis-sized tensors are findings of the reference check already made.
+        if (dst != nullptr && dst->payload_ok && dst->nbytes == shard.writer_tensors[i].nbytes) {
+          verify_planned(in, out, plan, pt, *dst);
+        }
+        tick();
+      }
+    }
+  }
+
+  // A checkpoint alone: its FP8 pairs (device against CPU) and its INT8-shift experts.
+  void run_self(const LoadedModel& model, const ConversionPlan* plan) {
+    in_ = &model;
+    if (plan) {
+      for (const auto& shard : plan->shards)
+        for (const auto& pt : shard.tensors)
+          if (pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32) {
+            const ModelTensor& src = model.view.tensors[pt.input];
+            verify_fp8(model, *plan, pt, src, nullptr, nullptr);
+          }
+    }
+    for (const auto& t : model.view.tensors) {
+      if (!t.name.ends_with(".mxfp4") || !(t.name.find(".ffn.experts.") != std::string::npos)) continue;
+      const std::string stem = t.name.substr(0, t.name.size() - 6);
+      const ModelTensor* sh = model.view.find(stem + ".shift2");
+      const ModelTensor* cs = model.view.find(stem + ".channel_scale");
+      if (!sh || !cs || t.shape.size() != 4 || cs->shape.size() != 2 || !t.payload_ok || !sh->payload_ok ||
+          !cs->payload_ok) {
+        r_.findings.error("VERIFY_LAYOUT", model.view.file_of(t), t.name, std::nullopt,
+                          "INT8-shift tensor without matching .shift2 / .channel_scale of the expected ranks");
+        continue;
+      }
+      RemapParams p;
+      p.rows = cs->shape[1];
+      p.k = t.shape[1] * 32;
+      const uint64_t experts = t.shape[0];
+      if (experts == 0 || p.rows == 0 || t.nbytes != experts * remap_mxfp4_bytes(p) ||
+          sh->nbytes != experts * remap_shift2_bytes(p) || cs->nbytes != experts * p.rows * 4) {
+        r_.findings.error("VERIFY_LAYOUT", model.view.file_of(t), t.name, std::nullopt,
+                          "INT8-shift tensor sizes disagree with [E, K/32, ceil(N/8), 128] / [E, N]");
+        continue;
+      }
+      for (uint64_t e = 0; e < experts; ++e) {
+        Slabs got;
+        if (!read_slabs(model, t, *sh, *cs, p, e, got)) return;
+        std::vector<int8_t> q;
+        if (!verify_decode(model.view.file_of(t), t.name, e, p, got, q)) continue;
+        if (o_.gemm_experts == 0 || e < o_.gemm_experts) verify_gemm(model.view.file_of(t), t.name, e, p, got, q, nullptr);
+      }
+    }
+  }
+
+ private:
+  const MappedFile& file_of(const LoadedModel& m, const ModelTensor& t) { return m.checkpoint.shards[t.file].file; }
+
+  void verify_planned(const LoadedModel& in, const LoadedModel& out, const ConversionPlan& plan, const PlannedTensor& pt,
+                      const ModelTensor& dst) {
+    switch (pt.action) {
+      case TensorAction::copy: verify_copy(in, out, in.view.tensors[pt.input], dst); return;
+      case TensorAction::dequant_e8m0:
+      case TensorAction::dequant_f32: verify_fp8(in, plan, pt, in.view.tensors[pt.input], &out, &dst); return;
+      case TensorAction::remap_mxfp4: verify_fused(in, out, plan.fused[pt.fused], dst); return;
+      case TensorAction::remap_shift2:
+      case TensorAction::remap_channel_scale: return;  // checked with their .mxfp4 tensor
+    }
+  }
+
+  void verify_copy(const LoadedModel& in, const LoadedModel& out, const ModelTensor& src, const ModelTensor& dst) {
+    VerifyCheck& c = add_check("copy", dst.name, "", src.nbytes);
+    const uint64_t step = std::min<uint64_t>(chunk_bytes(), uint64_t{16} << 20);
+    std::vector<uint8_t> a(std::min(step, src.nbytes)), b(a.size());
+    for (uint64_t done = 0; done < src.nbytes; done += a.size()) {
+      const uint64_t n = std::min<uint64_t>(a.size(), src.nbytes - done);
+      std::span<uint8_t> sa(a.data(), n), sb(b.data(), n);
+      if (!read(file_of(in, src), src.offset + done, sa) || !read(file_of(out, dst), dst.offset + done, sb)) {
+        c.ok = false;
+        return;
+      }
+      if (auto i = first_difference<uint8_t>(sa, sb)) {
+        mismatch(c, out.view.file_of(dst), dst.offset + done + *i,
+                 "copied tensor differs from the input at byte " + std::to_string(done + *i) + ": " +
+                     hex(b[*i], 2) + " vs input " + hex(a[*i], 2));
+        return;
+      }
+    }
+  }
+
+  // Device dequantization of an FP8 weight. With `out`, it must equal OUT's BF16 bytes;
+  // without, the CPU dequantization of the same input.
+  void verify_fp8(const LoadedModel& in, const ConversionPlan& plan, const PlannedTensor& pt, const ModelTensor& src,
+                  const LoadedModel* out, const ModelTensor* dst) {
+    const std::string tensor = dst ? dst->name : src.name;
+    const std::string file = dst ? out->view.file_of(*dst) : in.view.file_of(src);
+    VerifyCheck& c = add_check("fp8_dequant", tensor, "", src.nbytes);
+    const ModelTensor& scale = in.view.tensors[pt.scale];
+    std::vector<uint8_t> grid(scale.nbytes);
+    if (!read(file_of(in, scale), scale.offset, grid)) return void(c.ok = false);
+    const Fp8Grid g{src.shape[0], src.shape.size() > 1 ? src.shape[1] : 1, plan.pairing.block_rows, plan.pairing.block_cols};
+    const Fp8ScaleKind kind = pt.action == TensorAction::dequant_e8m0 ? Fp8ScaleKind::e8m0 : Fp8ScaleKind::f32;
+    std::vector<float> grid_f32(kind == Fp8ScaleKind::f32 ? grid.size() / 4 : 0);
+    if (!grid_f32.empty()) std::memcpy(grid_f32.data(), grid.data(), grid_f32.size() * 4);
+    const uint64_t rows_per_step = std::max<uint64_t>(1, chunk_bytes() / std::max<uint64_t>(1, g.cols));
+    std::vector<uint8_t> w(std::min(rows_per_step, g.rows) * g.cols), want_bytes(2 * w.size());
+    std::vector<uint16_t> got(w.size()), want(w.size());
+    for (uint64_t row = 0; row < g.rows; row += rows_per_step) {
+      const uint64_t rows = std::min(rows_per_step, g.rows - row), n = rows * g.cols;
+      std::span<uint8_t> ws(w.data(), n);
+      if (!read(file_of(in, src), src.offset + row * g.cols, ws)) return void(c.ok = false);
+      std::string error;
+      if (!be_.fp8_to_bf16(ws, row, g, kind, grid, std::span<uint16_t>(got.data(), n), error))
+        return void(backend_failed(c, file, error));
+      r_.input_bytes_decoded += n;
+      std::span<uint8_t> wb(want_bytes.data(), 2 * n);
+      if (out) {
+        if (!read(file_of(*out, *dst), dst->offset + row * g.cols * 2, wb)) return void(c.ok = false);
+      } else {
+        auto fault = kind == Fp8ScaleKind::e8m0 ? dequant_fp8_rows_e8m0(ws, row, g, grid, wb)
+                                                : dequant_fp8_rows_f32(ws, row, g, grid_f32, wb);
+        if (fault) {
+          c.ok = false;
+          r_.findings.error("VERIFY_INPUT", file, tensor, src.offset + row * g.cols + fault->element % n,
+                            std::string("FP8 tensor cannot be dequantized: ") + fp8_fault_name(fault->kind));
+          return;
+        }
+      }
+      std::memcpy(want.data(), want_bytes.data(), 2 * n);
+      if (auto i = first_difference<uint16_t>(std::span<const uint16_t>(got.data(), n), std::span<const uint16_t>(want.data(), n))) {
+        const uint64_t element = row * g.cols + *i;
+        const std::optional<uint64_t> offset =
+            out ? std::optional<uint64_t>(dst->offset + element * 2) : std::optional<uint64_t>(src.offset + element);
+        mismatch(c, file, offset,
+                 "element " + std::to_string(element) + " (row " + std::to_string(element / g.cols) + ", column " +
+                     std::to_string(element % g.cols) + "): device dequant " + hex(got[*i], 4) + " (" +
+                     fmt(bf16_value(got[*i])) + ") vs " + (out ? "converted " : "CPU ") + hex(want[*i], 4) + " (" +
+                     fmt(bf16_value(want[*i])) + ")");
+        return;
+      }
+    }
+  }
+
+  bool read_slabs(const LoadedModel& m, const ModelTensor& mx, const ModelTensor& sh, const ModelTensor& cs,
+                  const RemapParams& p, uint64_t e, Slabs& s) {
+    s.mxfp4.resize(remap_mxfp4_bytes(p));
+    s.shift2.resize(remap_shift2_bytes(p));
+    s.channel_scale.resize(remap_channel_scale_bytes(p));
+    return read(file_of(m, mx), mx.offset + e * s.mxfp4.size(), s.mxfp4) &&
+           read(file_of(m, sh), sh.offset + e * s.shift2.size(), s.shift2) &&
+           read(file_of(m, cs), cs.offset + e * s.channel_scale.size(), s.channel_scale);
+  }
+
+  // Element (row, column) of an mxfp4 slab byte and nibble (spec §4 inverted).
+  static std::pair<uint64_t, uint64_t> tile_element(const RemapParams& p, uint64_t byte, bool high) {
+    const uint64_t groups = (p.rows + 7) / 8, tile = byte / 128, t = byte % 128;
+    const uint64_t kb = tile / groups, ng = tile % groups, lane = t / 4, lane_byte = t % 4;
+    const uint64_t j = (lane % 4) * 2 + (lane_byte & 1) + (lane_byte / 2) * 8;
+    return {ng * 8 + lane / 4, 32 * kb + 2 * j + (high ? 1 : 0)};
+  }
+
+  bool verify_decode(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
+                     const Slabs& got, std::vector<int8_t>& q_cpu) {
+    VerifyCheck& c = add_check("int8_shift_decode", tensor, "expert " + std::to_string(e), p.rows * p.k);
+    q_cpu.assign(p.rows * p.k, 0);
+    std::vector<int8_t> q_dev(q_cpu.size());
+    if (!decode_int8_shift(got.mxfp4, got.shift2, p, q_cpu)) {
+      c.ok = false;
+      r_.findings.error("VERIFY_LAYOUT", file, tensor, std::nullopt, "expert " + std::to_string(e) + " cannot be decoded");
+      return false;
+    }
+    std::string error;
+    if (!be_.decode_int8_shift(got.mxfp4, got.shift2, p, q_dev, error)) return backend_failed(c, file, error);
+    r_.input_bytes_decoded += got.mxfp4.size() + got.shift2.size();
+    if (auto i = first_difference<int8_t>(q_dev, q_cpu)) {
+      mismatch(c, file, std::nullopt,
+               "expert " + std::to_string(e) + " row " + std::to_string(*i / p.k) + " column " +
+                   std::to_string(*i % p.k) + ": device decode " + std::to_string(q_dev[*i]) + " vs CPU " +
+                   std::to_string(q_cpu[*i]));
+      return false;
+    }
+    return true;
+  }
+
+  // Random activations (BF16-representable, like hidden states), quantized on both sides,
+  // then the GEMM on both sides; with the original weights, the error against them.
+  void verify_gemm(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
+                   const Slabs& got, const std::vector<int8_t>& q_cpu, const std::vector<float>* w_orig) {
+    const uint64_t m = std::max<uint64_t>(1, o_.tokens), k = p.k, n = p.rows;
+    const std::string part = "expert " + std::to_string(e);
+    std::mt19937_64 rng(o_.seed ^ (std::hash<std::string>{}(tensor) + e));
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> x(m * k);
+    for (float& v : x) v = bf16_value(static_cast<uint16_t>(f32_bits(dist(rng)) >> 16));
+    VerifyCheck& qc = add_check("activation_quant", tensor, part, m * k);
+    std::vector<int8_t> a_dev(m * k), a_cpu(m * k);
+    std::vector<float> s_dev(m), s_cpu(m);
+    std::string error;
+    if (!be_.quantize_activations(x, m, k, a_dev, s_dev, error)) return void(backend_failed(qc, file, error));
+    quantize_activations(x, m, k, a_cpu, s_cpu);
+    if (first_difference<int8_t>(a_dev, a_cpu) || first_difference<float>(s_dev, s_cpu)) {
+      mismatch(qc, file, std::nullopt, part + ": device activation quantization differs from the CPU reference");
+      return;
+    }
+    VerifyCheck& gc = add_check("int8_gemm", tensor, part, m * n);
+    std::vector<float> cs(n);
+    std::memcpy(cs.data(), got.channel_scale.data(), n * 4);
+    std::vector<int32_t> acc_dev(m * n), acc_cpu(m * n);
+    std::vector<uint16_t> out_dev(m * n), out_cpu(m * n);
+    if (!be_.int8_gemm(a_dev, s_dev, got.mxfp4, got.shift2, cs, m, p, acc_dev, out_dev, error))
+      return void(backend_failed(gc, file, error));
+    int8_gemm_bf16(a_cpu, s_cpu, q_cpu, cs, m, n, k, acc_cpu, out_cpu);
+    if (auto i = first_difference<int32_t>(acc_dev, acc_cpu)) {
+      return mismatch(gc, file, std::nullopt,
+                      part + " output [" + std::to_string(*i / n) + ", " + std::to_string(*i % n) +
+                          "]: device int32 accumulator " + std::to_string(acc_dev[*i]) + " vs CPU " +
+                          std::to_string(acc_cpu[*i]));
+    }
+    if (auto i = first_difference<uint16_t>(out_dev, out_cpu)) {
+      return mismatch(gc, file, std::nullopt,
+                      part + " output [" + std::to_string(*i / n) + ", " + std::to_string(*i % n) + "]: device BF16 " +
+                          hex(out_dev[*i], 4) + " vs CPU " + hex(out_cpu[*i], 4));
+    }
+    if (!w_orig) return;
+    // y = x W^T with the original (MXFP4-dequantized) weights, in double.
+    double num = 0, den = 0;
+    for (uint64_t r = 0; r < m; ++r) {
+      for (uint64_t col = 0; col < n; ++col) {
+        double y = 0;
+        const float* wr = w_orig->data() + col * k;
+        const float* xr = x.data() + r * k;
+        for (uint64_t i = 0; i < k; ++i) y += static_cast<double>(xr[i]) * wr[i];
+        const double d = bf16_value(out_dev[r * n + col]) - y;
+        num += d * d;
+        den += y * y;
+      }
+    }
+    const double rel = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+    gc.rel_l2 = rel;
+    r_.max_rel_l2 = std::max(r_.max_rel_l2, rel);
+    if (!(rel <= o_.max_rel_l2)) {
+      gc.ok = false;
+      r_.findings.error("VERIFY_GEMM_ERROR", file, tensor, std::nullopt,
+                        part + ": INT8 GEMM relative L2 error " + fmt(rel) + " against the original weights exceeds " +
+                            fmt(o_.max_rel_l2));
+    }
+  }
+
+  // One fused INT8-shift matrix of OUT against the remap of IN's MXFP4 experts.
+  void verify_fused(const LoadedModel& in, const LoadedModel& out, const FusedMatrix& fm, const ModelTensor& mx) {
+    const std::string stem = fm.block + ".ffn.experts." + fm.matrix;
+    const ModelTensor* sh = out.view.find(stem + ".shift2");
+    const ModelTensor* cs = out.view.find(stem + ".channel_scale");
+    if (!sh || !cs || !sh->payload_ok || !cs->payload_ok) return;  // reported by the reference check
+    const RemapParams& p = fm.params;
+    const std::string file = out.view.file_of(mx);
+    for (uint64_t e = 0; e < fm.experts; ++e) {
+      // The input experts of this slab, stacked (w13 = w1 rows then w3 rows).
+      std::vector<std::vector<uint8_t>> bufs;
+      std::vector<RemapPart> parts;
+      for (const auto& [wi, si] : fm.parts[e]) {
+        const ModelTensor& w = in.view.tensors[wi];
+        const ModelTensor& s = in.view.tensors[si];
+        bufs.emplace_back(w.nbytes);
+        if (!read(file_of(in, w), w.offset, bufs.back())) return;
+        bufs.emplace_back(s.nbytes);
+        if (!read(file_of(in, s), s.offset, bufs.back())) return;
+        parts.push_back(RemapPart{bufs[bufs.size() - 2], bufs.back(), w.shape[0]});
+      }
+      Slabs got, want;
+      if (!read_slabs(out, mx, *sh, *cs, p, e, got)) return;
+      want.mxfp4.resize(got.mxfp4.size());
+      want.shift2.resize(got.shift2.size());
+      want.channel_scale.resize(got.channel_scale.size());
+      VerifyCheck& bc = add_check("int8_shift_bytes", mx.name, "expert " + std::to_string(e), p.rows * p.k);
+      if (remap_expert_mxfp4(parts, p, want.mxfp4, nullptr) || remap_expert_shift2(parts, p, want.shift2) ||
+          remap_expert_channel_scale(parts, p, want.channel_scale)) {
+        bc.ok = false;
+        r_.findings.error("VERIFY_INPUT", in.path, mx.name, std::nullopt,
+                          "the reference experts cannot be remapped (expert " + std::to_string(e) + ")");
+        continue;
+      }
+      if (!compare_slabs(bc, out, mx, *sh, *cs, p, e, got, want)) continue;
+      std::vector<int8_t> q;
+      if (!verify_decode(file, mx.name, e, p, got, q)) continue;
+      if (o_.gemm_experts != 0 && e >= o_.gemm_experts) continue;
+      std::vector<float> w_orig;
+      if (!verify_mxfp4(file, mx.name, e, p, parts, w_orig)) continue;
+      verify_gemm(file, mx.name, e, p, got, q, &w_orig);
+    }
+  }
+
+  bool compare_slabs(VerifyCheck& c, const LoadedModel& out, const ModelTensor& mx, const ModelTensor& sh,
+                     const ModelTensor& cs, const RemapParams& p, uint64_t e, const Slabs& got, const Slabs& want) {
+    const std::string expert = "expert " + std::to_string(e);
+    if (auto i = first_difference<uint8_t>(got.mxfp4, want.mxfp4)) {
+      const bool high = ((got.mxfp4[*i] ^ want.mxfp4[*i]) & 0x0F) == 0;
+      const auto [row, col] = tile_element(p, *i, high);
+      const unsigned gc = high ? got.mxfp4[*i] >> 4 : got.mxfp4[*i] & 15, wc = high ? want.mxfp4[*i] >> 4 : want.mxfp4[*i] & 15;
+      const unsigned shift = (want.shift2[(((col / 32) / 4) * ((p.rows + 7) / 8) + row / 8) * 8 + row % 8] >> (2 * ((col / 32) % 4))) & 3;
+      mismatch(c, out.view.file_of(mx), mx.offset + e * got.mxfp4.size() + *i,
+               expert + " element [" + std::to_string(row) + ", " + std::to_string(col) + "]: code " + hex(gc, 1) +
+                   " (decodes to " + std::to_string(kE2m1LutX2[gc] * (1 << shift)) + ") vs remap of the reference " +
+                   hex(wc, 1) + " (" + std::to_string(kE2m1LutX2[wc] * (1 << shift)) + ")");
+      return false;
+    }
+    if (auto i = first_difference<uint8_t>(got.shift2, want.shift2)) {
+      c.tensor = sh.name;
+      mismatch(c, out.view.file_of(sh), sh.offset + e * got.shift2.size() + *i,
+               expert + " shift2 byte " + std::to_string(*i) + ": " + hex(got.shift2[*i], 2) + " vs remap of the reference " +
+                   hex(want.shift2[*i], 2));
+      return false;
+    }
+    if (auto i = first_difference<uint8_t>(got.channel_scale, want.channel_scale)) {
+      c.tensor = cs.name;
+      const uint64_t row = *i / 4;
+      float g, w;
+      std::memcpy(&g, got.channel_scale.data() + 4 * row, 4);
+      std::memcpy(&w, want.channel_scale.data() + 4 * row, 4);
+      mismatch(c, out.view.file_of(cs), cs.offset + e * got.channel_scale.size() + 4 * row,
+               expert + " channel_scale[" + std::to_string(row) + "]: " + fmt(g) + " vs remap of the reference " + fmt(w));
+      return false;
+    }
+    return true;
+  }
+
+  // The original weights on the device and on the CPU: lut_x2[c] * 2^(b - 128), exactly.
+  bool verify_mxfp4(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
+                    const std::vector<RemapPart>& parts, std::vector<float>& w) {
+    VerifyCheck& c = add_check("mxfp4_dequant", tensor, "expert " + std::to_string(e), p.rows * p.k);
+    w.assign(p.rows * p.k, 0);
+    uint64_t row0 = 0;
+    for (const RemapPart& part : parts) {
+      std::span<float> dst(w.data() + row0 * p.k, part.rows * p.k);
+      std::string error;
+      if (!be_.mxfp4_to_f32(part.weight, part.scale, part.rows, p.k, dst, error)) return backend_failed(c, file, error);
+      r_.input_bytes_decoded += part.weight.size() + part.scale.size();
+      for (uint64_t i = 0; i < dst.size(); ++i) {
+        const uint8_t byte = part.weight[i / 2], code = (i % 2) ? byte >> 4 : byte & 15;
+        const float want = static_cast<float>(std::ldexp(static_cast<double>(kE2m1LutX2[code]), part.scale[i / 32] - 128));
+        if (f32_bits(want) != f32_bits(dst[i])) {
+          mismatch(c, file, std::nullopt,
+                   "expert " + std::to_string(e) + " original weight [" + std::to_string(row0 + i / p.k) + ", " +
+                       std::to_string(i % p.k) + "]: device " + fmt(dst[i]) + " vs CPU " + fmt(want));
+          return false;
+        }
+      }
+      row0 += part.rows;
+    }
+    return true;
+  }
+
+  const LoadedModel* in_ = nullptr;
+};
+
+// ---- GGUF: every tensor, and expert packs: every blob part ---------------------------
+
+class GgufVerifier : public Verifier {
+ public:
+  GgufVerifier(DecodeBackend& backend, const VerifyOptions& o, VerifyReport& r) : Verifier(backend, o, r) {}
+
+  // Dequantizes `bytes` of type `type` (whole rows of `row_elems`) read from `src` at
+  // `src_offset` on the device; the CPU dequantizes `ref` at `ref_offset` (the same bytes,
+  // or the slice they were copied from).
+  void verify_range(const std::string& tensor, const std::string& part, int32_t type, uint64_t row_elems,
+                    uint64_t bytes, const MappedFile& src, uint64_t src_offset, const MappedFile& ref,
+                    uint64_t ref_offset) {
+    const GgmlTypeInfo* info = ggml_type_info(type);
+    VerifyCheck& c = add_check("ggml_dequant", tensor, part, 0);
+    if (!info || info->block_size == 0 || info->type_size == 0 || row_elems % info->block_size) {
+      c.ok = false;
+      r_.findings.error("VERIFY_UNSUPPORTED", src.path(), tensor, src_offset,
+                        "unsupported ggml type id " + std::to_string(type));
+      return;
+    }
+    const uint64_t row_bytes = row_elems / info->block_size * info->type_size;
+    if (row_bytes == 0 || bytes % row_bytes) {
+      c.ok = false;
+      r_.findings.error("VERIFY_LAYOUT", src.path(), tensor, src_offset, "byte length is not whole rows");
+      return;
+    }
+    c.elements = bytes / row_bytes * row_elems;
+    const uint64_t rows_per_step = std::max<uint64_t>(1, chunk_bytes() / row_bytes);
+    const uint64_t step = std::min(rows_per_step * row_bytes, bytes);
+    std::vector<uint8_t> dev_in(step), cpu_in(step);
+    std::vector<float> got(step / row_bytes * row_elems), want(got.size());
+    for (uint64_t done = 0; done < bytes; done += step) {
+      const uint64_t n = std::min(step, bytes - done), elems = n / row_bytes * row_elems;
+      std::span<uint8_t> a(dev_in.data(), n), b(cpu_in.data(), n);
+      if (!read(src, src_offset + done, a) || !read(ref, ref_offset + done, b)) return void(c.ok = false);
+      std::string error;
+      if (!be_.ggml_to_f32(type, a, std::span<float>(got.data(), elems), error))
+        return void(backend_failed(c, src.path(), error));
+      r_.input_bytes_decoded += n;
+      if (!ggml_dequantize(type, b, std::span<float>(want.data(), elems), error)) {
+        c.ok = false;
+        r_.findings.error("VERIFY_UNSUPPORTED", src.path(), tensor, src_offset, "CPU reference: " + error);
+        return;
+      }
+      if (auto i = first_difference<float>(std::span<const float>(got.data(), elems), std::span<const float>(want.data(), elems))) {
+        const uint64_t element = done / row_bytes * row_elems + *i;
+        const uint64_t block_offset = done + (*i / info->block_size) * info->type_size;
+        mismatch(c, src.path(), src_offset + block_offset,
+                 (part.empty() ? "" : part + " ") + "element " + std::to_string(element) + " (" + info->name +
+                     " block at byte " + std::to_string(block_offset) + "): device " + fmt(got[*i]) + " [" +
+                     hex(f32_bits(got[*i]), 8) + "] vs CPU dequant of the " + (&src == &ref ? "same bytes " : "source ") +
+                     fmt(want[*i]) + " [" + hex(f32_bits(want[*i]), 8) + "]");
+        return;
+      }
+    }
+  }
+
+  void run_gguf(const LoadedModel& model) {
+    total_ = model.view.tensors.size();
+    run_gguf_tensors(model);
+  }
+
+  void run_gguf_tensors(const LoadedModel& model) {
+    for (const auto& t : model.view.tensors) {
+      if (t.payload_ok && !t.shape.empty())
+        verify_range(t.name, "", t.ggml_type, t.shape[0], t.nbytes, model.gguf_file, t.offset, model.gguf_file, t.offset);
+      tick();
+    }
+  }
+
+  void run_pack(const std::string& dir, const PackManifest& m, const std::string& reference) {
+    MappedFile experts, ref;
+    IoError err;
+    if (!experts.open((fs::path(dir) / m.experts_name).string(), err) || (!reference.empty() && !ref.open(reference, err))) {
+      r_.findings.error("IO_OPEN", err.path, "", std::nullopt, err.message);
+      return;
+    }
+    LoadedModel dense;
+    Findings df;
+    const bool have_dense = load_model((fs::path(dir) / m.dense_name).string(), StReadOptions{}, dense, df) &&
+                            !df.has_errors() && dense.format == ModelFormat::gguf;
+    for (const auto& b : m.blobs) total_ += b.parts.size();
+    if (have_dense) total_ += dense.view.tensors.size();
+    for (const auto& b : m.blobs) {
+      for (const auto& p : b.parts) {
+        // validate_expert_pack has range-checked every part against experts.bin and the source.
+        const MappedFile& cpu_src = reference.empty() ? experts : ref;
+        const uint64_t cpu_off = reference.empty() ? b.offset + p.offset : p.source_offset;
+        verify_range(p.tensor, pack_blob_name(b), static_cast<int32_t>(p.type_id), p.ne0, p.size, experts,
+                     b.offset + p.offset, cpu_src, cpu_off);
+        tick();
+      }
+    }
+    if (have_dense) run_gguf_tensors(dense);  // the dense remainder, device against CPU
+  }
+};
+
+void add_errors(const Findings& from, Findings& to) {
+  for (const auto& f : from.items()) to.add(f);
+}
+
+void verify_safetensors(const std::string& path, DecodeBackend& be, const VerifyOptions& o, VerifyReport& r) {
+  LoadedModel out;
+  Findings lf;
+  if (!load_model(path, StReadOptions{}, out, lf) || lf.has_errors()) {
+    add_errors(lf, r.findings);
+    r.findings.error("VERIFY_INPUT", path, "", std::nullopt, "the checkpoint does not read cleanly (run ckpt validate)");
+    return;
+  }
+  if (out.format == ModelFormat::gguf) {
+    r.kind = "gguf";
+    GgufVerifier(be, o, r).run_gguf(out);
+    return;
+  }
+  CheckpointVerifier v(be, o, r);
+  if (o.reference.empty()) {
+    r.kind = "checkpoint";
+    ConversionPlan plan;
+    Findings pf;
+    const bool planned = plan_conversion(out, ExpertMode::keep, RemapOptions{}, plan, pf);
+    v.run_self(out, planned ? &plan : nullptr);
+    return;
+  }
+  r.kind = "converted";
+  // The structural comparison first: tensor set, dtypes, shapes, config, totals.
+  check_against_reference(out, o.reference, false, r.findings);
+  LoadedModel in;
+  Findings inf;
+  if (!load_model(o.reference, StReadOptions{}, in, inf) || inf.has_errors()) return;  // reported above
+  RemapOptions remap;
+  const ExpertMode mode = detect_conversion_mode(out, remap);
+  ConversionPlan plan;
+  Findings pf;
+  if (!plan_conversion(in, mode, remap, plan, pf)) return;  // reported above
+  v.run_converted(in, out, plan);
+}
+
+}  // namespace
+
+uint64_t VerifyReport::failed() const {
+  return static_cast<uint64_t>(std::count_if(checks.begin(), checks.end(), [](const VerifyCheck& c) { return !c.ok; }));
+}
+
+int VerifyReport::exit_code() const {
+  if (findings.has_io_errors()) return 3;
+  return findings.has_errors() || failed() ? 1 : 0;
+}
+
+VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const VerifyOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  VerifyReport r;
+  r.path = path;
+  r.reference = options.reference;
+  r.backend = backend.name();
+  if (is_expert_pack(path)) {
+    r.kind = "expert-pack";
+    validate_expert_pack(path, options.reference, false, r.findings);
+    PackManifest m;
+    Findings mf;
+    // Content findings (a part's hash or source bytes differ) still leave every range valid:
+    // decode anyway, so the report names the element that changed.
+    const bool geometry_ok = std::all_of(r.findings.items().begin(), r.findings.items().end(), [](const Finding& f) {
+      return f.severity != Severity::error || f.code == "PACK_PART_HASH" || f.code == "PACK_SOURCE_MISMATCH" ||
+             f.code == "PACK_DENSE_MISMATCH" || f.code == "PACK_A_LOG_MISMATCH";
+    });
+    if (geometry_ok && read_pack_manifest(path, m, mf)) {
+      GgufVerifier(backend, options, r).run_pack(path, m, options.reference);
+    } else if (geometry_ok) {
+      add_errors(mf, r.findings);
+    }
+  } else {
+    verify_safetensors(path, backend, options, r);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,256 @@
+// Every decode transform of the GPU runner against libconvert's independent CPU reference,
+// bit for bit. Run twice: on the host emulation of the kernels (always, so CI tests the
+// kernel arithmetic without a GPU) and on the real GPU backend (skipped, with the reason,
+// where the binary has no GPU backend or the machine has no device).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "formats/ggml_types.h"
+#include "numerics/fp8.h"
+#include "numerics/ggml_dequant.h"
+#include "numerics/int8_gemm_ref.h"
+#include "numerics/int8_shift.h"
+#include "verify/backend.h"
+
+namespace ckpt {
+namespace {
+
+class Backend : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "emulate") {
+      be_ = make_emulated_backend();
+      return;
+    }
+    std::string error;
+    be_ = make_gpu_backend(0, error);
+    if (!be_) GTEST_SKIP() << "GPU backend unavailable: " << error;
+  }
+  std::unique_ptr<DecodeBackend> be_;
+  std::mt19937_64 rng_{42};
+};
+
+std::string hex16(uint16_t v) {
+  char b[8];
+  std::snprintf(b, sizeof b, "%04x", v);
+  return b;
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Every E4M3 code against every E8M0 scale: one row per scale byte, 256 columns, blocks of 1 row.
+TEST_P(Backend, Fp8E8m0EveryCodeTimesEveryScale) {
+  const Fp8Grid g{256, 256, 1, 256};
+  std::vector<uint8_t> w(256 * 256), scale(256);
+  for (uint64_t r = 0; r < 256; ++r) {
+    scale[r] = static_cast<uint8_t>(r);
+    for (uint64_t c = 0; c < 256; ++c) w[r * 256 + c] = static_cast<uint8_t>(c);
+  }
+  std::vector<uint16_t> got(w.size());
+  std::string error;
+  ASSERT_TRUE(be_->fp8_to_bf16(w, 0, g, Fp8ScaleKind::e8m0, scale, got, error)) << error;
+  for (uint64_t i = 0; i < w.size(); ++i) {
+    ASSERT_EQ(got[i], fp8_e8m0_product_bf16(w[i], scale[i / 256]))
+        << "code " << int(w[i]) << " scale " << i / 256 << " got " << hex16(got[i]);
+  }
+}
+
+TEST_P(Backend, Fp8F32EveryCodeTimesRandomScales) {
+  const Fp8Grid g{64, 256, 1, 256};
+  std::vector<uint8_t> w(64 * 256);
+  std::vector<float> scale(64);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> ex(-30, 30);
+  for (uint64_t r = 0; r < 64; ++r) {
+    scale[r] = std::ldexp(mant(rng_), ex(rng_));
+    for (uint64_t c = 0; c < 256; ++c) w[r * 256 + c] = static_cast<uint8_t>(c);
+  }
+  std::vector<uint8_t> scale_bytes(scale.size() * 4);
+  std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
+  std::vector<uint16_t> got(w.size());
+  std::string error;
+  ASSERT_TRUE(be_->fp8_to_bf16(w, 0, g, Fp8ScaleKind::f32, scale_bytes, got, error)) << error;
+  for (uint64_t i = 0; i < w.size(); ++i) {
+    const uint16_t want = fp8_f32_product_bf16(w[i], scale[i / 256]);
+    if ((w[i] & 0x7F) == 0x7F) {
+      ASSERT_EQ(got[i] & 0x7FC0, 0x7FC0) << "NaN code must stay NaN";
+    } else {
+      ASSERT_EQ(got[i], want) << "code " << int(w[i]) << " scale " << scale[i / 256];
+    }
+  }
+}
+
+// Ragged grids (partial last blocks) and a row offset, on both kernel paths (cols % 4).
+TEST_P(Backend, Fp8RowChunksOfRaggedGridsMatchTheCpuDequant) {
+  for (uint64_t cols : {300u, 384u}) {
+    const Fp8Grid g{200, cols, 128, 128};
+    std::vector<uint8_t> scale(fp8_scale_rows(g) * fp8_scale_cols(g)), w(g.rows * g.cols);
+    std::uniform_int_distribution<int> byte(0, 255), sc(100, 140);
+    for (auto& s : scale) s = static_cast<uint8_t>(sc(rng_));
+    for (auto& x : w) {
+      x = static_cast<uint8_t>(byte(rng_));
+      if ((x & 0x7F) == 0x7F) x = 0x11;
+    }
+    const uint64_t row0 = 70, rows = 130;  // crosses the 128-row block boundary
+    std::span<const uint8_t> part(w.data() + row0 * cols, rows * cols);
+    std::vector<uint8_t> want(2 * part.size());
+    ASSERT_FALSE(dequant_fp8_rows_e8m0(part, row0, g, scale, want));
+    std::vector<uint16_t> got(part.size());
+    std::string error;
+    ASSERT_TRUE(be_->fp8_to_bf16(part, row0, g, Fp8ScaleKind::e8m0, scale, got, error)) << error;
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0) << "cols " << cols;
+  }
+}
+
+// Every E2M1 code with every E8M0 byte: lut_x2[c] * 2^(b - 128), computed in double.
+TEST_P(Backend, Mxfp4EveryCodeTimesEveryScale) {
+  const uint64_t rows = 256, k = 32;
+  std::vector<uint8_t> w(rows * k / 2), scale(rows);
+  for (uint64_t r = 0; r < rows; ++r) {
+    scale[r] = static_cast<uint8_t>(r);
+    for (uint64_t j = 0; j < 16; ++j) w[r * 16 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  }
+  std::vector<float> got(rows * k);
+  std::string error;
+  ASSERT_TRUE(be_->mxfp4_to_f32(w, scale, rows, k, got, error)) << error;
+  for (uint64_t i = 0; i < got.size(); ++i) {
+    const uint8_t byte = w[i / 2], code = (i % 2) ? byte >> 4 : byte & 15;
+    const float want = static_cast<float>(std::ldexp(double(kE2m1LutX2[code]), int(scale[i / 32]) - 128));
+    ASSERT_EQ(bits(got[i]), bits(want)) << "code " << int(code) << " scale " << int(scale[i / 32]);
+  }
+}
+
+// Random INT8-shift slabs of a shape with a partial group of 8 rows.
+struct RandomSlabs {
+  RemapParams p;
+  std::vector<uint8_t> tiles, shift2;
+  std::vector<float> cs;
+};
+
+RandomSlabs random_slabs(std::mt19937_64& rng, uint64_t rows, uint64_t k) {
+  RandomSlabs s;
+  s.p.rows = rows;
+  s.p.k = k;
+  s.tiles.resize(remap_mxfp4_bytes(s.p));
+  s.shift2.resize(remap_shift2_bytes(s.p));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : s.tiles) b = static_cast<uint8_t>(byte(rng));
+  for (auto& b : s.shift2) b = static_cast<uint8_t>(byte(rng));
+  std::uniform_int_distribution<int> ex(-12, -2);
+  for (uint64_t r = 0; r < rows; ++r) s.cs.push_back(std::ldexp(1.0f, ex(rng)));
+  return s;
+}
+
+TEST_P(Backend, Int8ShiftDecodeEqualsTheCpuDecode) {
+  for (auto [rows, k] : {std::pair<uint64_t, uint64_t>{20, 96}, {64, 256}, {3, 32}}) {
+    RandomSlabs s = random_slabs(rng_, rows, k);
+    std::vector<int8_t> want(rows * k), got(rows * k);
+    ASSERT_TRUE(decode_int8_shift(s.tiles, s.shift2, s.p, want));
+    std::string error;
+    ASSERT_TRUE(be_->decode_int8_shift(s.tiles, s.shift2, s.p, got, error)) << error;
+    EXPECT_EQ(got, want) << rows << "x" << k;
+  }
+}
+
+TEST_P(Backend, ActivationQuantizationEqualsTheCpuReference) {
+  const uint64_t m = 6, k = 300;
+  std::vector<float> x(m * k);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (auto& v : x) v = nd(rng_);
+  for (uint64_t c = 0; c < k; ++c) x[1 * k + c] = 0.0f;  // a zero row: scale 1
+  x[2 * k + 5] = NAN;                                     // skipped by the max, quantizes to 0
+  x[3 * k + 7] = 1e30f;                                   // dominates its row
+  x[4 * k + 9] = -0.0f;
+  x[5 * k + 1] = 127.0f * 0.5f;  // ties at .5 after division (scale 0.5 when it is the max)
+  std::vector<int8_t> want(m * k), got(m * k);
+  std::vector<float> ws(m), gs(m);
+  ASSERT_TRUE(quantize_activations(x, m, k, want, ws));
+  std::string error;
+  ASSERT_TRUE(be_->quantize_activations(x, m, k, got, gs, error)) << error;
+  EXPECT_EQ(got, want);
+  for (uint64_t r = 0; r < m; ++r) EXPECT_EQ(bits(gs[r]), bits(ws[r])) << "row " << r;
+}
+
+// Shapes that cross the 128x128 tile of the tensor-core kernel in both directions.
+TEST_P(Backend, Int8GemmEqualsTheCpuReferenceExactly) {
+  for (auto [m, rows, k] : {std::tuple<uint64_t, uint64_t, uint64_t>{130, 136, 96}, {1, 8, 32}, {7, 300, 160}}) {
+    RandomSlabs s = random_slabs(rng_, rows, k);
+    std::vector<float> x(m * k);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (auto& v : x) v = nd(rng_);
+    std::vector<int8_t> a(m * k), q(rows * k);
+    std::vector<float> as(m);
+    ASSERT_TRUE(quantize_activations(x, m, k, a, as));
+    ASSERT_TRUE(decode_int8_shift(s.tiles, s.shift2, s.p, q));
+    std::vector<int32_t> want_acc(m * rows), got_acc(m * rows);
+    std::vector<uint16_t> want(m * rows), got(m * rows);
+    ASSERT_TRUE(int8_gemm_bf16(a, as, q, s.cs, m, rows, k, want_acc, want));
+    std::string error;
+    ASSERT_TRUE(be_->int8_gemm(a, as, s.tiles, s.shift2, s.cs, m, s.p, got_acc, got, error)) << error;
+    EXPECT_EQ(got_acc, want_acc) << m << "x" << rows << "x" << k;
+    EXPECT_EQ(got, want) << m << "x" << rows << "x" << k;
+  }
+}
+
+// Random blocks of every type the kernels decode, with every f16 scale field finite (NaN
+// payloads are not portable between CPU and GPU arithmetic).
+TEST_P(Backend, GgmlEveryKernelTypeEqualsTheCpuDequant) {
+  const std::vector<std::pair<int32_t, std::vector<int>>> types = {
+      {0, {}},        {1, {0}},  {30, {}},   {2, {0}},  {8, {0}},  {20, {0}},
+      {39, {}},       {12, {0, 2}}, {14, {208}}, {18, {0}}, {21, {0}}, {22, {0}}};
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (const auto& [type, f16_fields] : types) {
+    const GgmlTypeInfo* info = ggml_type_info(type);
+    ASSERT_NE(info, nullptr);
+    const uint64_t blocks = info->block_size == 1 ? 4096 : 64;
+    std::vector<uint8_t> data(blocks * info->type_size);
+    for (auto& b : data) b = static_cast<uint8_t>(byte(rng_));
+    for (uint64_t b = 0; b < blocks; ++b) {
+      for (int off : f16_fields) data[b * info->type_size + off + 1] &= 0xBB;  // exponent < 31: finite
+    }
+    if (type == 0)
+      for (uint64_t i = 0; i < blocks; ++i) data[4 * i + 3] &= 0xBF;  // finite f32
+    if (type == 1)
+      for (uint64_t i = 0; i < blocks; ++i) data[2 * i + 1] &= 0xBB;
+    if (type == 30)
+      for (uint64_t i = 0; i < blocks; ++i) data[2 * i + 1] &= 0xBF;
+    std::vector<float> want(blocks * info->block_size), got(want.size());
+    std::string error;
+    ASSERT_TRUE(ggml_dequantize(type, data, want, error)) << error;
+    ASSERT_TRUE(be_->ggml_to_f32(type, data, got, error)) << info->name << ": " << error;
+    for (uint64_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(bits(got[i]), bits(want[i])) << info->name << " element " << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
+}
+
+TEST_P(Backend, UnsupportedTypesAreAnErrorNotGarbage) {
+  std::vector<uint8_t> data(176);
+  std::vector<float> out(256);
+  std::string error;
+  EXPECT_FALSE(be_->ggml_to_f32(/*Q5_K*/ 13, data, out, error));
+  EXPECT_NE(error.find("unsupported"), std::string::npos) << error;
+  EXPECT_FALSE(be_->ggml_to_f32(99, data, out, error));
+}
+
+TEST_P(Backend, WrongSizesAreRejected) {
+  std::string error;
+  std::vector<uint8_t> w(100), s(3);
+  std::vector<uint16_t> out(99);
+  EXPECT_FALSE(be_->fp8_to_bf16(w, 0, Fp8Grid{10, 10, 128, 128}, Fp8ScaleKind::e8m0, s, out, error));
+  std::vector<float> f(10);
+  EXPECT_FALSE(be_->mxfp4_to_f32(w, s, 1, 33, f, error));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, Backend, ::testing::Values("emulate", "gpu"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace ckpt

@@ -1,0 +1,161 @@
+// `ckpt-gpu verify` end to end: the conversions of the fixtures pass, one flipped byte
+// fails naming the tensor and element, and a malformed pack is an error, not a crash.
+// Each case runs with the host emulation of the kernels and, where a GPU is present, with
+// the GPU backend.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+#include "verify/backend.h"
+
+namespace ckpt {
+namespace {
+
+using test::fixture;
+using test::run_ckpt;
+using test::run_tool;
+using test::shell_quote;
+using test::TempDir;
+
+class GpuVerify : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "gpu") {
+      std::string error;
+      if (!make_gpu_backend(0, error)) GTEST_SKIP() << "GPU backend unavailable: " << error;
+    }
+  }
+  test::RunResult verify(const std::string& path, const std::string& reference, const std::string& extra = "") {
+    std::string args = "verify " + shell_quote(path) + " --backend " + GetParam() + " " + extra;
+    if (!reference.empty()) args += " --reference " + shell_quote(reference);
+    return run_tool("ckpt-gpu", "", args);
+  }
+  std::string convert(const std::string& experts) {
+    const std::string out = tmp_.str(experts);
+    auto r = run_ckpt("convert -q " + shell_quote(fixture("oracle/dsv4-tiny")) + " " + shell_quote(out) +
+                      " --experts " + experts);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
+  }
+  // Flips one byte at `offset` bytes into tensor `name`'s payload; returns the shard file.
+  std::string flip(const std::string& dir, const std::string& name, uint64_t offset) {
+    auto model = test::load_model_checked(dir);
+    const ModelTensor* t = model->view.find(name);
+    EXPECT_NE(t, nullptr) << name;
+    if (!t) return "";
+    const std::string file = model->view.file_paths[t->file];
+    auto bytes = test::read_file(file);
+    bytes[t->offset + offset] ^= 0x40;
+    test::write_file(file, bytes);
+    return file;
+  }
+  TempDir tmp_;
+};
+
+TEST_P(GpuVerify, KeepConversionOfDsv4TinyPasses) {
+  const std::string out = convert("keep");
+  auto r = verify(out, fixture("oracle/dsv4-tiny"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("fp8_dequant              42 ok      0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("VERDICT: PASS"), std::string::npos) << r.out;
+}
+
+TEST_P(GpuVerify, Int8ShiftConversionOfDsv4TinyPasses) {
+  const std::string out = convert("int8-shift");
+  auto r = verify(out, fixture("oracle/dsv4-tiny"), "--gemm-experts 0 --json " + shell_quote(tmp_.str("v.json")));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* check : {"int8_shift_bytes", "int8_shift_decode", "int8_gemm", "activation_quant", "mxfp4_dequant"})
+    EXPECT_NE(r.out.find(check), std::string::npos) << check << "\n" << r.out;
+  EXPECT_NE(r.out.find("max relative L2 error"), std::string::npos) << r.out;
+  const std::string json = test::read_text(tmp_.str("v.json"));
+  EXPECT_NE(json.find("\"verdict\":\"pass\""), std::string::npos);
+}
+
+TEST_P(GpuVerify, FlippedByteInAConvertedFp8TensorFailsNamingTensorAndElement) {
+  const std::string out = convert("keep");
+  const std::string file = flip(out, "layers.0.attn.wq_a.weight", 2 * 777 + 1);  // high byte of element 777
+  auto r = verify(out, fixture("oracle/dsv4-tiny"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("VERIFY_MISMATCH"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tensor layers.0.attn.wq_a.weight"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("element 777 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("VERDICT: FAIL"), std::string::npos) << r.out;
+}
+
+TEST_P(GpuVerify, FlippedByteInAnInt8ShiftExpertFailsNamingExpertAndElement) {
+  const std::string out = convert("int8-shift");
+  RemapParams p;
+  auto model = test::load_model_checked(out);
+  const ModelTensor* cs = model->view.find("layers.1.ffn.experts.w2.channel_scale");
+  ASSERT_NE(cs, nullptr);
+  const ModelTensor* mx = model->view.find("layers.1.ffn.experts.w2.mxfp4");
+  ASSERT_NE(mx, nullptr);
+  p.rows = cs->shape[1];
+  p.k = mx->shape[1] * 32;
+  flip(out, "layers.1.ffn.experts.w2.mxfp4", 2 * remap_mxfp4_bytes(p) + 5);  // expert 2, tile byte 5
+  auto r = verify(out, fixture("oracle/dsv4-tiny"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("tensor layers.1.ffn.experts.w2.mxfp4"), std::string::npos) << r.out;
+  // Tile byte 5: lane 1 (row 0, tid 1), lane byte 1 -> source byte 3: elements 6 and 7.
+  EXPECT_NE(r.out.find("expert 2 element [0, 7]"), std::string::npos) << r.out;
+}
+
+TEST_P(GpuVerify, RepackOfQwen3nextTinyPassesAndAFlippedBlobByteFails) {
+  const std::string pack = tmp_.str("pack");
+  auto rp = run_ckpt("repack-experts -q " + shell_quote(fixture("ggml/qwen3next-tiny.gguf")) + " " + shell_quote(pack));
+  ASSERT_EQ(rp.exit_code, 0) << rp.err;
+  auto r = verify(pack, fixture("ggml/qwen3next-tiny.gguf"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ggml_dequant"), std::string::npos) << r.out;
+  // Without the source, each part is checked against the CPU dequant of its own bytes.
+  EXPECT_EQ(verify(pack, "").exit_code, 0);
+
+  auto bytes = test::read_file(pack + "/experts.bin");
+  bytes[4196] ^= 0x01;  // blob 0 (layer 0, expert 0), inside its IQ3_S gate part
+  test::write_file(pack + "/experts.bin", bytes);
+  r = verify(pack, fixture("ggml/qwen3next-tiny.gguf"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("PACK_PART_HASH"), std::string::npos) << r.out;  // the manifest's xxh3 disagrees
+  // ...and the device decode names the element: byte 4196 is in IQ3_S block 38 (110-byte
+  // blocks of 256 elements from 0), whose first changed element is 9784.
+  EXPECT_NE(r.out.find("VERIFY_MISMATCH"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tensor blk.0.ffn_gate_exps.weight @4180: blob layer 0 expert 0 element 9784 (IQ3_S block"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_P(GpuVerify, GgufFileDequantizesEqually) {
+  auto r = verify(fixture("ggml/qwen3next-tiny.gguf"), "");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ggml_dequant             51 ok"), std::string::npos) << r.out;
+}
+
+TEST_P(GpuVerify, MalformedPackIsAnErrorNotACrash) {
+  const std::string pack = tmp_.str("pack");
+  ASSERT_EQ(run_ckpt("repack-experts -q " + shell_quote(fixture("ggml/qwen3next-tiny.gguf")) + " " + shell_quote(pack))
+                .exit_code,
+            0);
+  std::string manifest = test::read_text(pack + "/manifest.json");
+  test::write_text(pack + "/manifest.json", manifest.substr(0, manifest.size() / 2));
+  auto r = verify(pack, "");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("PACK_MANIFEST_PARSE"), std::string::npos) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GpuVerify, ::testing::Values("emulate", "gpu"),
+                         [](const auto& info) { return info.param; });
+
+TEST(GpuVerifyCli, NoDeviceIsExitCode4WithAReason) {
+  std::string error;
+  if (make_gpu_backend(0, error)) GTEST_SKIP() << "a GPU is present";
+  auto r = run_tool("ckpt-gpu", "", "verify " + shell_quote(fixture("ggml/qwen3next-tiny.gguf")));
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_NE(r.err.find("no usable GPU"), std::string::npos) << r.err;
+}
+
+TEST(GpuVerifyCli, UsageErrorsAreExitCode2) {
+  EXPECT_EQ(run_tool("ckpt-gpu", "", "verify").exit_code, 2);
+  EXPECT_EQ(run_tool("ckpt-gpu", "", "frobnicate x").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace ckpt

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine inside a gpu_bundle.sh folder: the GPU tests, the issue's
+# must-show verify commands, and the kernel benchmarks with their baselines (a
+# device-to-device copy inside ckpt-gpu bench; cuBLAS BF16 GEMM through PyTorch when it
+# is importable). Prints everything; OUT (if set) receives the logs.
+set -uo pipefail
+cd "$(dirname "$0")"
+export CKPT_TEST_FIXTURES=$PWD/fixtures CKPT_TEST_BIN_DIR=$PWD
+OUT=${OUT:-/tmp/gpu-check}
+mkdir -p "$OUT"
+W=$(mktemp -d)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+
+echo "== GPU tests (the backend suites on the device)"
+./ckpt_tests --gtest_filter='Kernels/*:Backends/*' 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|Failure" | head -60
+
+echo "== verify: dsv4-tiny --experts keep"
+./ckpt convert -q fixtures/oracle/dsv4-tiny "$W/keep"
+./ckpt-gpu verify "$W/keep" --reference fixtures/oracle/dsv4-tiny --json "$OUT/verify-keep.json"; echo "exit $?"
+echo "== verify: dsv4-tiny --experts int8-shift (GEMM on every expert)"
+./ckpt convert -q fixtures/oracle/dsv4-tiny "$W/i8" --experts int8-shift
+./ckpt-gpu verify "$W/i8" --reference fixtures/oracle/dsv4-tiny --gemm-experts 0 --json "$OUT/verify-int8.json"; echo "exit $?"
+echo "== verify: repack of qwen3next-tiny.gguf"
+./ckpt repack-experts -q fixtures/ggml/qwen3next-tiny.gguf "$W/pack"
+./ckpt-gpu verify "$W/pack" --reference fixtures/ggml/qwen3next-tiny.gguf --json "$OUT/verify-pack.json"; echo "exit $?"
+echo "== verify: one flipped byte (layers.0.attn.wq_a.weight element 777, high byte)"
+cp -r "$W/keep" "$W/flip"
+python3 - "$W/flip" <<'PY'
+import json, struct, sys, pathlib
+d = pathlib.Path(sys.argv[1])
+idx = json.loads((d / "model.safetensors.index.json").read_text())["weight_map"]
+name = "layers.0.attn.wq_a.weight"
+f = d / idx[name]
+b = bytearray(f.read_bytes())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+off = 8 + n + h[name]["data_offsets"][0] + 2 * 777 + 1
+b[off] ^= 0x40
+f.write_bytes(bytes(b))
+print(f"flipped byte {off} of {f.name}")
+PY
+./ckpt-gpu verify "$W/flip" --reference fixtures/oracle/dsv4-tiny; echo "exit $?"
+
+echo "== bench: kernels vs device-to-device copy; INT8 GEMM at M=N=K=4096"
+./ckpt-gpu bench --bytes 268435456 --iterations 20 | tee "$OUT/bench.jsonl"
+python3 - <<'PY' 2>&1 | tee -a "$OUT/bench.jsonl"
+try:
+    import torch
+except ImportError:
+    print('{"kernel":"cublas_bf16_gemm","skipped":"torch not importable"}')
+    raise SystemExit(0)
+m = n = k = 4096
+a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+for _ in range(3):
+    a @ b.T
+torch.cuda.synchronize()
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+s.record()
+for _ in range(20):
+    a @ b.T
+e.record()
+torch.cuda.synchronize()
+ms = s.elapsed_time(e) / 20
+print('{"kernel":"cublas_bf16_gemm","m":%d,"n":%d,"k":%d,"ms":%.4f,"tops":%.1f}' % (m, n, k, ms, 2 * m * n * k / (ms * 1e9)))
+PY
+python3 - "$OUT/bench.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+gemm = {r["kernel"]: r for r in rows if "tops" in r}
+if "int8_shift_gemm" in gemm and "cublas_bf16_gemm" in gemm:
+    print("INT8-shift GEMM / cuBLAS BF16 GEMM at M=4096: %.3f" % (gemm["int8_shift_gemm"]["tops"] / gemm["cublas_bf16_gemm"]["tops"]))
+for r in rows:
+    if "ratio_to_copy" in r and r["kernel"] != "d2d_copy":
+        print("%-24s %8.1f GB/s  ratio to copy %.2f %s" % (r["kernel"], r["gbps"], r["ratio_to_copy"], "" if r["ratio_to_copy"] >= 0.6 else "(below 0.6)"))
+PY
+rm -rf "$W"
