@@ -43,27 +43,35 @@ CKPT_HD float exp2i(int e) {
   return bits_to_float(1u << (e + 149));
 }
 
-// E4M3FN decode: e = 0 -> m * 2^-9, else (8 + m) * 2^(e - 10); 0x7F/0xFF are NaN.
+// E4M3FN decode: e = 0 -> m * 2^-9, else (8 + m) * 2^(e - 10); 0x7F/0xFF are NaN. Built
+// from bits and selects (no branches): the FP8 kernels are bound by these instructions.
 CKPT_HD float e4m3_to_f32(uint8_t code) {
-  const uint32_t e = (code >> 3) & 0xF, m = code & 7;
-  float mag;
-  if ((code & 0x7F) == 0x7F) {
-    mag = bits_to_float(0x7FC00000u);
-  } else if (e == 0) {
-    mag = static_cast<float>(m) * exp2i(-9);
-  } else {
-    mag = static_cast<float>(8 + m) * exp2i(static_cast<int>(e) - 10);
-  }
-  return (code & 0x80) ? -mag : mag;
+  const uint32_t e = (code >> 3) & 0xFu, m = code & 7u, sign = static_cast<uint32_t>(code & 0x80) << 24;
+  const uint32_t normal = sign | ((e + 120u) << 23) | (m << 20);
+  const uint32_t subnormal = sign | float_to_bits(static_cast<float>(m) * 0.001953125f);  // m * 2^-9, exact
+  const uint32_t bits = (code & 0x7F) == 0x7F ? (sign | 0x7FC00000u) : (e == 0 ? subnormal : normal);
+  return bits_to_float(bits);
 }
 
 // FP8 x E8M0 block scale -> BF16 (deepseek-v4.md §7): the product of a 4-bit significand and
 // a power of two is exact in binary32 (smallest 2^-136), then one RNE to BF16.
-CKPT_HD uint16_t fp8_e8m0_to_bf16(uint8_t code, uint8_t scale) {
+CKPT_HD uint16_t fp8_e8m0_to_bf16_general(uint8_t code, uint8_t scale) {
   const uint16_t sign = (code & 0x80) ? 0x8000 : 0;
   if ((code & 0x7F) == 0x7F || scale == 0xFF) return sign | 0x7FC0;
   const float mag = mul_rn(e4m3_to_f32(code & 0x7F), exp2i(static_cast<int>(scale) - 127));
   return f32_to_bf16_rne(sign ? -mag : mag);
+}
+
+// The same, with the common case in integer arithmetic: a normal E4M3 code (1.m x 2^(e-7))
+// times 2^(s-127) whose BF16 exponent e + s - 7 is normal is exactly sign | exp | m << 4 (3
+// mantissa bits fit BF16's 7: no rounding). Subnormal codes and results, overflow and NaN
+// take the general path.
+CKPT_HD uint16_t fp8_e8m0_to_bf16(uint8_t code, uint8_t scale) {
+  const int e = (code >> 3) & 0xF, m = code & 7, biased = e + static_cast<int>(scale) - 7;
+  if (e != 0 && (code & 0x7F) != 0x7F && scale != 0xFF && biased >= 1 && biased <= 254) {
+    return static_cast<uint16_t>(((code & 0x80) << 8) | (biased << 7) | (m << 4));
+  }
+  return fp8_e8m0_to_bf16_general(code, scale);
 }
 
 // FP8 x F32 multiplier -> BF16: DeepSeek-V3's one binary32 multiply, then RNE.
