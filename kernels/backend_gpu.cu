@@ -28,6 +28,38 @@ __global__ void k_fp8_e8m0(const uint8_t* w, uint64_t n, uint64_t cols, uint64_t
   }
 }
 
+// Sixteen elements per thread (one 16-byte load, two 16-byte stores: enough bytes in flight
+// to run at copy speed) when cols and the block width are multiples of 16, so a 16-group
+// never crosses a row or a scale block and its scale is read once. Rows run along the
+// grid's y; 32-bit index arithmetic (the launcher checks the sizes fit).
+template <bool kE8m0>
+__global__ void k_fp8_x16(const uint4* w, uint32_t rows, uint32_t cols16, uint32_t row_begin, uint32_t br,
+                          uint32_t bc16, const void* scale, uint32_t scols, uint4* out) {
+  for (uint32_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const uint32_t srow = ((row_begin + r) / br) * scols;
+    for (uint32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols16; c += gridDim.x * blockDim.x) {
+      const uint32_t i = r * cols16 + c, s = srow + c / bc16;
+      const uint4 in = w[i];
+      const uint32_t words[4] = {in.x, in.y, in.z, in.w};
+      uint32_t o[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t word = words[j / 2], sh = 16 * (j % 2);
+        const uint8_t c0 = (word >> sh) & 0xFF, c1 = (word >> (sh + 8)) & 0xFF;
+        if constexpr (kE8m0) {
+          const uint8_t e = static_cast<const uint8_t*>(scale)[s];
+          o[j] = fp8_e8m0_to_bf16(c0, e) | (uint32_t(fp8_e8m0_to_bf16(c1, e)) << 16);
+        } else {
+          const float f = static_cast<const float*>(scale)[s];
+          o[j] = fp8_f32_to_bf16(c0, f) | (uint32_t(fp8_f32_to_bf16(c1, f)) << 16);
+        }
+      }
+      out[2 * i] = make_uint4(o[0], o[1], o[2], o[3]);
+      out[2 * i + 1] = make_uint4(o[4], o[5], o[6], o[7]);
+    }
+  }
+}
+
 // Eight elements per thread (one 8-byte load, one 16-byte store) when cols and the block
 // width are multiples of 8: an 8-group never crosses a row or a scale block, so its scale
 // is read once. Rows run along the grid's y (no index division per element); 32-bit
@@ -78,22 +110,28 @@ __global__ void k_mxfp4(const uint32_t* w, uint32_t words, const uint8_t* scale,
   }
 }
 
-// One 32-block kb per grid row y; each thread x takes one row of one tile: its 16 bytes
-// (the words of the row's four lanes, one 16-byte load) decode to the row's 32 int8 values
-// (two 16-byte stores).
-__global__ void k_decode_int8_shift(const uint4* tiles, uint32_t kbs, uint32_t groups, const uint8_t* shift2,
-                                    uint32_t rows, uint32_t k, uint4* q) {
-  for (uint32_t kb = blockIdx.y; kb < kbs; kb += gridDim.y) {
-    for (uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < groups * 8; t += gridDim.x * blockDim.x) {
-      const uint32_t ng = t >> 3, n = t;  // row n = ng * 8 + (t & 7)
+// Two 32-blocks (kb, kb + 1) per grid row y; x runs over a kb's tiles word by word (one
+// lane's word each, so tile coordinates are shifts and masks). Both words are loaded before
+// either is decoded: twice the bytes in flight per thread.
+__global__ void k_decode_int8_shift(const uint32_t* tiles, uint32_t kbs, uint32_t groups, const uint8_t* shift2,
+                                    uint32_t rows, uint32_t k, uint32_t* q) {
+  for (uint32_t kb0 = 2 * blockIdx.y; kb0 < kbs; kb0 += 2 * gridDim.y) {
+    for (uint32_t w = blockIdx.x * blockDim.x + threadIdx.x; w < groups * 32; w += gridDim.x * blockDim.x) {
+      const uint32_t ng = w >> 5, lane = w & 31, n = ng * 8 + lane / 4, tid = lane & 3;
       if (n >= rows) continue;
-      const unsigned shift = (shift2[((kb >> 2) * groups + ng) * 8 + (n & 7)] >> (2 * (kb & 3))) & 3u;
-      const uint4 w = tiles[uint64_t(kb) * groups * 8 + t];
-      const Int8x8 v0 = decode_int8_shift_word(w.x, shift), v1 = decode_int8_shift_word(w.y, shift),
-                   v2 = decode_int8_shift_word(w.z, shift), v3 = decode_int8_shift_word(w.w, shift);
-      uint4* row = q + (uint64_t(n) * k + kb * 32) / 16;
-      row[0] = make_uint4(v0.lo, v1.lo, v2.lo, v3.lo);  // k 0..15 (lane tid holds 4·tid..4·tid+3)
-      row[1] = make_uint4(v0.hi, v1.hi, v2.hi, v3.hi);  // k 16..31
+      const bool two = kb0 + 1 < kbs;
+      const uint32_t word0 = tiles[uint64_t(kb0) * groups * 32 + w];
+      const uint32_t word1 = two ? tiles[uint64_t(kb0 + 1) * groups * 32 + w] : 0u;
+      const uint8_t sbyte = shift2[((kb0 >> 2) * groups + ng) * 8 + (n & 7)];  // kb0 even: kb0, kb0+1 share it
+      uint32_t* row = q + (uint64_t(n) * k + kb0 * 32) / 4;
+      const Int8x8 v0 = decode_int8_shift_word(word0, (sbyte >> (2 * (kb0 & 3))) & 3u);
+      row[tid] = v0.lo;
+      row[4 + tid] = v0.hi;
+      if (two) {
+        const Int8x8 v1 = decode_int8_shift_word(word1, (sbyte >> (2 * ((kb0 + 1) & 3))) & 3u);
+        row[8 + tid] = v1.lo;
+        row[12 + tid] = v1.hi;
+      }
     }
   }
 }
@@ -339,20 +377,30 @@ constexpr uint64_t k4G = uint64_t{1} << 32;
 // The launch paths, shared by the backend and the benchmarks so both time the same code.
 void launch_fp8(const uint8_t* w, uint64_t n, const Fp8Grid& g, uint64_t row_begin, Fp8ScaleKind kind,
                 const void* scale, uint64_t scols, uint16_t* out) {
-  const bool x8 = g.cols % 8 == 0 && g.block_cols % 8 == 0 && n / 8 < k4G && g.rows < k4G && g.block_rows < k4G &&
-                  scols * fp8_scale_rows(g) < k4G;
-  if (x8) {
-    const uint32_t rows = static_cast<uint32_t>(n / g.cols), cols8 = static_cast<uint32_t>(g.cols / 8);
-    const dim3 grid(static_cast<unsigned>(std::min<uint64_t>((cols8 + kThreads - 1) / kThreads, 1024)),
-                    static_cast<unsigned>(std::min<uint64_t>(rows, 65535)));
-    const uint32_t rb = static_cast<uint32_t>(row_begin), br = static_cast<uint32_t>(g.block_rows);
-    const uint32_t bc8 = static_cast<uint32_t>(g.block_cols / 8), sc = static_cast<uint32_t>(scols);
+  const bool fits = n / 8 < k4G && g.rows < k4G && g.block_rows < k4G && scols * fp8_scale_rows(g) < k4G;
+  const uint32_t rows = static_cast<uint32_t>(n / g.cols), rb = static_cast<uint32_t>(row_begin);
+  const uint32_t br = static_cast<uint32_t>(g.block_rows), sc = static_cast<uint32_t>(scols);
+  auto grid2d = [&](uint64_t per_row) {
+    return dim3(static_cast<unsigned>(std::min<uint64_t>((per_row + kThreads - 1) / kThreads, 1024)),
+                static_cast<unsigned>(std::min<uint64_t>(rows, 65535)));
+  };
+  if (fits && g.cols % 16 == 0 && g.block_cols % 16 == 0) {
+    const uint32_t cols16 = static_cast<uint32_t>(g.cols / 16), bc16 = static_cast<uint32_t>(g.block_cols / 16);
+    auto* w16 = reinterpret_cast<const uint4*>(w);
+    auto* o16 = reinterpret_cast<uint4*>(out);
+    if (kind == Fp8ScaleKind::e8m0) {
+      k_fp8_x16<true><<<grid2d(cols16), kThreads>>>(w16, rows, cols16, rb, br, bc16, scale, sc, o16);
+    } else {
+      k_fp8_x16<false><<<grid2d(cols16), kThreads>>>(w16, rows, cols16, rb, br, bc16, scale, sc, o16);
+    }
+  } else if (fits && g.cols % 8 == 0 && g.block_cols % 8 == 0) {
+    const uint32_t cols8 = static_cast<uint32_t>(g.cols / 8), bc8 = static_cast<uint32_t>(g.block_cols / 8);
     auto* w8 = reinterpret_cast<const uint2*>(w);
     auto* o8 = reinterpret_cast<uint4*>(out);
     if (kind == Fp8ScaleKind::e8m0) {
-      k_fp8_x8<true><<<grid, kThreads>>>(w8, rows, cols8, rb, br, bc8, scale, sc, o8);
+      k_fp8_x8<true><<<grid2d(cols8), kThreads>>>(w8, rows, cols8, rb, br, bc8, scale, sc, o8);
     } else {
-      k_fp8_x8<false><<<grid, kThreads>>>(w8, rows, cols8, rb, br, bc8, scale, sc, o8);
+      k_fp8_x8<false><<<grid2d(cols8), kThreads>>>(w8, rows, cols8, rb, br, bc8, scale, sc, o8);
     }
   } else if (kind == Fp8ScaleKind::e8m0) {
     k_fp8_e8m0<<<grid_for(n), kThreads>>>(w, n, g.cols, row_begin, g.block_rows, g.block_cols,
@@ -366,11 +414,10 @@ void launch_fp8(const uint8_t* w, uint64_t n, const Fp8Grid& g, uint64_t row_beg
 void launch_decode(const uint32_t* tiles, uint64_t words, const uint8_t* shift2, uint64_t rows, uint64_t k, uint32_t* q) {
   const uint32_t groups = static_cast<uint32_t>((rows + 7) / 8), kbs = static_cast<uint32_t>(k / 32);
   (void)words;  // = kbs * groups * 32
-  const dim3 grid(static_cast<unsigned>(std::min<uint64_t>((uint64_t{groups} * 8 + kThreads - 1) / kThreads, 1024)),
-                  std::min<unsigned>(kbs, 65535));
-  k_decode_int8_shift<<<grid, kThreads>>>(reinterpret_cast<const uint4*>(tiles), kbs, groups, shift2,
-                                          static_cast<uint32_t>(rows), static_cast<uint32_t>(k),
-                                          reinterpret_cast<uint4*>(q));
+  const dim3 grid(static_cast<unsigned>(std::min<uint64_t>((uint64_t{groups} * 32 + kThreads - 1) / kThreads, 1024)),
+                  std::min<unsigned>((kbs + 1) / 2, 65535));
+  k_decode_int8_shift<<<grid, kThreads>>>(tiles, kbs, groups, shift2, static_cast<uint32_t>(rows),
+                                          static_cast<uint32_t>(k), q);
 }
 
 void launch_quantize(const float* x, uint64_t m, uint64_t k, int8_t* a, float* a_scale) {

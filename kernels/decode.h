@@ -62,14 +62,21 @@ CKPT_HD uint16_t fp8_e8m0_to_bf16_general(uint8_t code, uint8_t scale) {
   return f32_to_bf16_rne(sign ? -mag : mag);
 }
 
-// The same, with the common case in integer arithmetic: a normal E4M3 code (1.m x 2^(e-7))
-// times 2^(s-127) whose BF16 exponent e + s - 7 is normal is exactly sign | exp | m << 4 (3
-// mantissa bits fit BF16's 7: no rounding). Subnormal codes and results, overflow and NaN
-// take the general path.
+// The same in integer arithmetic whenever the result is a normal BF16: the E4M3 value as a
+// BF16 exponent/mantissa pair (exact: 3 mantissa bits; a subnormal code m * 2^-9 normalizes
+// by its highest set bit), the scale added to the exponent. Zero codes keep their sign.
+// Results that would be BF16 subnormals or overflow, and NaN codes/scales, take the general
+// path. No branch on the common path, so warps do not diverge on real weights.
 CKPT_HD uint16_t fp8_e8m0_to_bf16(uint8_t code, uint8_t scale) {
-  const int e = (code >> 3) & 0xF, m = code & 7, biased = e + static_cast<int>(scale) - 7;
-  if (e != 0 && (code & 0x7F) != 0x7F && scale != 0xFF && biased >= 1 && biased <= 254) {
-    return static_cast<uint16_t>(((code & 0x80) << 8) | (biased << 7) | (m << 4));
+  const int e = (code >> 3) & 0xF, m = code & 7;
+  const int hb = m >= 4 ? 2 : (m >= 2 ? 1 : 0);                   // highest set bit of a subnormal m
+  const int exp = e != 0 ? e + 120 : 118 + hb;                      // BF16 biased exponent of e4m3(code)
+  const int man = e != 0 ? m << 4 : (m << (7 - hb)) & 0x7F;         // BF16 mantissa bits
+  const int biased = exp + static_cast<int>(scale) - 127;
+  const uint16_t sign = static_cast<uint16_t>((code & 0x80) << 8);
+  if ((code & 0x7F) == 0) return sign;  // +-0
+  if ((code & 0x7F) != 0x7F && scale != 0xFF && biased >= 1 && biased <= 254) {
+    return static_cast<uint16_t>(sign | (biased << 7) | man);
   }
   return fp8_e8m0_to_bf16_general(code, scale);
 }
