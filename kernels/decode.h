@@ -74,7 +74,7 @@ CKPT_HD uint16_t fp8_e8m0_to_bf16(uint8_t code, uint8_t scale) {
   const int man = e != 0 ? m << 4 : (m << (7 - hb)) & 0x7F;         // BF16 mantissa bits
   const int biased = exp + static_cast<int>(scale) - 127;
   const uint16_t sign = static_cast<uint16_t>((code & 0x80) << 8);
-  if ((code & 0x7F) == 0) return sign;  // +-0
+  if ((code & 0x7F) == 0 && scale != 0xFF) return sign;  // +-0 (a NaN scale stays NaN below)
   if ((code & 0x7F) != 0x7F && scale != 0xFF && biased >= 1 && biased <= 254) {
     return static_cast<uint16_t>(sign | (biased << 7) | man);
   }
