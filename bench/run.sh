@@ -52,6 +52,7 @@ echo "ratio sha256 throughput:   $(ratio "$t_sum" "$t_sha")   goal >= 5"
 
 echo "== converter"
 bash "$(dirname "$0")/convert.sh" "$CKPT" "$DATA"
+bash "$(dirname "$0")/convert_bf16.sh" "$CKPT" "$DATA"
 
 echo "== repack-experts"
 bash "$(dirname "$0")/repack.sh" "$CKPT" "$DATA"

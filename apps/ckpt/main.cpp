@@ -147,7 +147,9 @@ int run_convert(const ConvertArgs& a) {
   o.dry_run = a.dry_run;
   o.resume = a.resume;
   o.overwrite = a.overwrite;
-  o.experts = a.experts == "int8-shift" ? ckpt::ExpertMode::int8_shift : ckpt::ExpertMode::keep;
+  o.experts = a.experts == "int8-shift" ? ckpt::ExpertMode::int8_shift
+              : a.experts == "bf16"     ? ckpt::ExpertMode::bf16
+                                        : ckpt::ExpertMode::keep;
   o.remap.headroom = a.headroom;
   o.remap.rounding = a.rounding == "half-even" ? ckpt::RemapRounding::half_even : ckpt::RemapRounding::half_away;
   if (!ckpt::parse_size(a.memory_budget, o.memory_budget)) {
@@ -234,8 +236,9 @@ int main(int argc, char** argv) {
   auto* convert = app.add_subcommand("convert", "Convert a checkpoint: block FP8 -> BF16; experts kept or remapped");
   convert->add_option("input", ca.input, "input checkpoint directory or .safetensors file")->required();
   convert->add_option("output", ca.output, "output directory")->required();
-  convert->add_option("--experts", ca.experts, "routed MXFP4 experts: keep, or int8-shift (fused INT8 kernel layout)")
-      ->check(CLI::IsMember({"keep", "int8-shift"}));
+  convert->add_option("--experts", ca.experts,
+                      "routed MXFP4 experts: keep, int8-shift (fused INT8 kernel layout), or bf16 (exact, ~4x larger)")
+      ->check(CLI::IsMember({"keep", "int8-shift", "bf16"}));
   convert->add_option("--headroom-bits", ca.headroom, "int8-shift headroom (default 3, the production value)")
       ->check(CLI::Range(0, 3));
   convert->add_option("--rounding", ca.rounding,

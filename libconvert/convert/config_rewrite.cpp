@@ -185,10 +185,14 @@ bool rewrite_config(std::string_view input_json, const ConfigRewriteInput& in, s
   const bool keep_quant = in.output_has_fp8 || in.output_has_mxfp4_experts;
 
   JsonPrettyWriter w;
-  bool has_dtype = false, has_conversion = false;
+  bool has_dtype = false, has_conversion = false, has_expert_dtype = false;
   w.begin_object();
   for (auto member : root) {
-    if (member.key == "torch_dtype") {
+    if (member.key == "expert_dtype" && !in.expert_dtype.empty()) {
+      has_expert_dtype = true;
+      w.key(member.key);
+      w.string(in.expert_dtype);
+    } else if (member.key == "torch_dtype") {
       has_dtype = true;
       w.key(member.key);
       w.string("bfloat16");
@@ -208,6 +212,10 @@ bool rewrite_config(std::string_view input_json, const ConfigRewriteInput& in, s
   if (!has_dtype) {
     w.key("torch_dtype");
     w.string("bfloat16");
+  }
+  if (!in.expert_dtype.empty() && !has_expert_dtype) {
+    w.key("expert_dtype");
+    w.string(in.expert_dtype);
   }
   if (keep_quant && !plan.input) {
     w.key("quantization_config");

@@ -13,7 +13,7 @@
 namespace ckpt {
 
 struct ConfigRewriteInput {
-  std::string experts_mode = "keep";      // "keep" (MXFP4 experts kept), later "int8-shift", "bf16"
+  std::string experts_mode = "keep";      // "keep" (MXFP4 experts kept), "int8-shift", "bf16"
   uint64_t converted_tensors = 0;         // FP8 weights now BF16
   uint64_t dropped_scales = 0;            // scales consumed
   bool output_has_fp8 = false;            // any F8_E4M3 left in the output
@@ -24,6 +24,7 @@ struct ConfigRewriteInput {
   // INT8-shift experts only: recorded under ckptkit_conversion.expert_format.
   uint64_t expert_headroom_bits = 3;
   std::string expert_rounding;            // "half-away" or "half-even"; empty for other modes
+  std::string expert_dtype;               // when set ("bf16"), replaces or adds config.expert_dtype
 };
 
 // SGLang module names QW lists in ignored_layers / modules_to_not_convert, in its order.

@@ -68,6 +68,7 @@ bool rewrite_input_config(const LoadedModel& in, ConvertReport& r) {
   if (!read_text((fs::path(in.checkpoint.root) / "config.json").string(), text)) return true;
   ConfigRewriteInput cri;
   cri.experts_mode = expert_mode_name(r.plan.experts);
+  if (r.plan.experts == ExpertMode::bf16) cri.expert_dtype = "bf16";
   if (r.plan.experts == ExpertMode::int8_shift && !r.plan.fused.empty()) {
     cri.expert_headroom_bits = r.plan.remap.headroom;
     cri.expert_rounding = remap_rounding_name(r.plan.remap.rounding);

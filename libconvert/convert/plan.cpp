@@ -131,12 +131,13 @@ bool plan_fused(const ModelView& view, const RemapOptions& remap, std::vector<Fu
   return true;
 }
 
-// Decides each input tensor's fate: converted (paired FP8 weight), dropped (its scale)
-// or copied (everything else, MXFP4 experts and their scales included).
+// Decides each input tensor's fate: converted (paired FP8 weight; with --experts bf16 also
+// every MXFP4 expert weight), dropped (its scale) or copied (everything else, MXFP4 experts
+// and their scales included in the other expert modes).
 enum Dropped : uint8_t { kKept = 0, kConsumedScale = 1, kConsumedByRemap = 2 };
 
-void classify(const ModelView& view, const std::vector<Fp8Pair>& pairs, const std::vector<FusedMatrix>& fused,
-              std::vector<PlannedTensor>& fate, std::vector<uint8_t>& dropped) {
+void classify(const ModelView& view, ExpertMode experts, const std::vector<Fp8Pair>& pairs,
+              const std::vector<FusedMatrix>& fused, std::vector<PlannedTensor>& fate, std::vector<uint8_t>& dropped) {
   fate.assign(view.tensors.size(), PlannedTensor{});
   dropped.assign(view.tensors.size(), kKept);
   for (size_t i = 0; i < view.tensors.size(); ++i) fate[i].input = i;
@@ -145,6 +146,17 @@ void classify(const ModelView& view, const std::vector<Fp8Pair>& pairs, const st
     fate[p.weight].scale = p.scale;
     dropped[p.scale] = kConsumedScale;
   }
+  if (experts == ExpertMode::bf16)  // every MXFP4 expert weight with its E8M0 scale (pairing checked both)
+    for (size_t i = 0; i < view.tensors.size(); ++i) {
+      const ModelTensor& t = view.tensors[i];
+      if (t.type != "I8" || !is_mxfp4_expert_name(t.name)) continue;
+      const ModelTensor* scale = view.find(t.name.substr(0, t.name.size() - 7) + ".scale");
+      if (!scale) continue;
+      size_t s = static_cast<size_t>(scale - view.tensors.data());
+      fate[i].action = TensorAction::dequant_mxfp4;
+      fate[i].scale = s;
+      dropped[s] = kConsumedScale;
+    }
   for (const auto& m : fused)  // remapped experts: their per-expert tensors are consumed
     for (const auto& parts : m.parts)
       for (const auto& [weight, scale] : parts) dropped[weight] = dropped[scale] = kConsumedByRemap;
@@ -189,7 +201,12 @@ bool plan_shard(const LoadedModel& in, const ConversionPlan& plan, uint32_t file
       continue;
     }
     bool convert = fate[i].action != TensorAction::copy;
-    shard.writer_tensors.push_back(WriterTensor{t.name, convert ? Dtype::BF16 : *t.dtype, t.shape, 0, 0});
+    std::vector<uint64_t> shape = t.shape;
+    if (fate[i].action == TensorAction::dequant_mxfp4) {  // [N, K/2] packed -> [N, K]
+      shape[1] *= 2;
+      ++shard.dequantized_experts;
+    }
+    shard.writer_tensors.push_back(WriterTensor{t.name, convert ? Dtype::BF16 : *t.dtype, shape, 0, 0});
     by_name.emplace(t.name, fate[i]);
     (convert ? shard.converted : shard.copied) += 1;
   }
@@ -217,6 +234,7 @@ void add_totals(const ModelView& view, ConversionPlan& plan) {
     plan.copied += s.copied;
     plan.dropped_scales += s.dropped_scales;
     plan.consumed_expert_tensors += s.consumed_expert_tensors;
+    plan.dequantized_experts += s.dequantized_experts;
     plan.bytes_in += s.input_bytes;
     plan.shard_bytes_out += s.file_bytes;
     for (const auto& w : s.writer_tensors) {
@@ -225,9 +243,15 @@ void add_totals(const ModelView& view, ConversionPlan& plan) {
         ++plan.expert_weight_tensors;
         plan.output_has_mxfp4_experts = true;
       }
+      if (w.dtype == Dtype::BF16 && is_mxfp4_expert_name(w.name)) ++plan.expert_weight_tensors;
       if (w.name.rfind("mtp.", 0) == 0) ++plan.mtp_tensors;
     }
-    for (const auto& t : s.tensors) plan.remapped_expert_tensors += t.action == TensorAction::remap_mxfp4 ? 1 : 0;
+    for (const auto& t : s.tensors) {
+      plan.remapped_expert_tensors += t.action == TensorAction::remap_mxfp4 ? 1 : 0;
+      if (t.action != TensorAction::dequant_mxfp4) continue;
+      plan.expert_bytes_in += view.tensors[t.input].nbytes + view.tensors[t.scale].nbytes;
+      plan.expert_bytes_out += 4 * view.tensors[t.input].nbytes;  // two BF16 values per packed byte
+    }
   }
   for (const char* module : kProjectionModules)
     if (has_module(view, module)) plan.extra_bf16_modules.push_back(module);
@@ -235,7 +259,9 @@ void add_totals(const ModelView& view, ConversionPlan& plan) {
 
 }  // namespace
 
-const char* expert_mode_name(ExpertMode m) { return m == ExpertMode::int8_shift ? "int8-shift" : "keep"; }
+const char* expert_mode_name(ExpertMode m) {
+  return m == ExpertMode::int8_shift ? "int8-shift" : m == ExpertMode::bf16 ? "bf16" : "keep";
+}
 
 bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptions& remap, ConversionPlan& plan,
                      Findings& findings) {
@@ -257,7 +283,7 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
   if (experts == ExpertMode::int8_shift && !plan_fused(in.view, remap, plan.fused, findings)) return false;
   std::vector<PlannedTensor> fate;
   std::vector<uint8_t> dropped;
-  classify(in.view, pairs, plan.fused, fate, dropped);
+  classify(in.view, experts, pairs, plan.fused, fate, dropped);
   for (uint32_t file = 0; file < in.view.files.size(); ++file) {
     plan.shards.emplace_back();
     if (!plan_shard(in, plan, file, fate, dropped, plan.shards.back(), findings)) return false;

@@ -17,9 +17,9 @@
 
 namespace ckpt {
 
-enum class ExpertMode { keep, int8_shift };
+enum class ExpertMode { keep, int8_shift, bf16 };
 
-const char* expert_mode_name(ExpertMode m);        // "keep", "int8-shift"
+const char* expert_mode_name(ExpertMode m);        // "keep", "int8-shift", "bf16"
 
 struct RemapOptions {
   unsigned headroom = 3;
@@ -41,6 +41,7 @@ enum class TensorAction : uint8_t {
   copy,          // bytes unchanged
   dequant_e8m0,  // F8_E4M3 weight x E8M0 block scale -> BF16 (exact, one RNE)
   dequant_f32,   // F8_E4M3 weight x F32 block multiplier -> BF16 (DeepSeek-V3 kernel)
+  dequant_mxfp4, // MXFP4 expert I8 [N, K/2] x E8M0 [N, K/32] -> BF16 [N, K] (exact; --experts bf16)
   remap_mxfp4,          // fused INT8-shift tensors, written expert by expert from the
   remap_shift2,         // per-expert MXFP4 weights and scales of FusedMatrix `fused`
   remap_channel_scale,
@@ -69,6 +70,7 @@ struct PlannedShard {
   uint64_t input_bytes = 0;
   uint64_t converted = 0, copied = 0, dropped_scales = 0;
   uint64_t consumed_expert_tensors = 0;  // per-expert MXFP4 tensors folded into fused INT8-shift ones
+  uint64_t dequantized_experts = 0;      // --experts bf16: MXFP4 expert weights written as BF16 (in `converted`)
 };
 
 struct ConversionPlan {
@@ -89,6 +91,9 @@ struct ConversionPlan {
   uint64_t consumed_expert_tensors = 0;
   uint64_t expert_weight_tensors = 0, mtp_tensors = 0, remapped_expert_tensors = 0;
   uint64_t bytes_in = 0, shard_bytes_out = 0;
+  // --experts bf16: MXFP4 expert weights dequantized, the input bytes they and their scales
+  // take, and the BF16 bytes they become (4x the packed weights: the dry run says so).
+  uint64_t dequantized_experts = 0, expert_bytes_in = 0, expert_bytes_out = 0;
 };
 
 // Plans the conversion of a loaded (and structurally valid) input checkpoint. Returns

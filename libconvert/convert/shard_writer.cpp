@@ -18,6 +18,7 @@
 #include "io/hash.h"
 #include "numerics/fp8.h"
 #include "numerics/int8_shift.h"
+#include "numerics/mxfp4.h"
 
 namespace ckpt {
 namespace {
@@ -26,6 +27,7 @@ static_assert(std::endian::native == std::endian::little, "safetensors payloads 
 
 constexpr uint64_t kCopyUnitBytes = 8u << 20;     // one read = one write for copied tensors
 constexpr uint64_t kDequantInBytes = 4u << 20;    // FP8 bytes per unit; BF16 output is twice that
+constexpr uint64_t kMxfp4InBytes = 2u << 20;      // packed MXFP4 bytes per unit; BF16 output is 4x that
 
 // Input bytes a unit reads: one tensor's range (`tensor` = its view index, `whole` when
 // the range is the entire tensor, so its xxh3 can be recorded on the way).
@@ -98,14 +100,16 @@ class WorkPool {
 void add_tensor_units(const ModelView& view, const PlannedShard& shard, size_t k, std::vector<Unit>& units) {
   const ModelTensor& t = view.tensors[shard.tensors[k].input];
   bool dequant = shard.tensors[k].action != TensorAction::copy;
-  uint64_t cols = dequant ? std::max<uint64_t>(1, t.shape[1]) : 1;
-  uint64_t step = dequant ? std::max<uint64_t>(1, kDequantInBytes / cols) * cols : kCopyUnitBytes;
+  bool mxfp4 = shard.tensors[k].action == TensorAction::dequant_mxfp4;
+  uint64_t cols = dequant ? std::max<uint64_t>(1, t.shape[1]) : 1;  // input bytes per row
+  uint64_t step = dequant ? std::max<uint64_t>(1, (mxfp4 ? kMxfp4InBytes : kDequantInBytes) / cols) * cols
+                          : kCopyUnitBytes;
   for (uint64_t done = 0; done < t.nbytes || done == 0; done += step) {
     uint64_t n = std::min(step, t.nbytes - done);
     Unit u;
     u.k = k;
     u.in.push_back(Segment{shard.tensors[k].input, t.offset + done, n, n == t.nbytes});
-    u.out_len = dequant ? 2 * n : n;
+    u.out_len = mxfp4 ? 4 * n : dequant ? 2 * n : n;
     u.row_begin = done / cols;
     units.push_back(std::move(u));
     if (t.nbytes == 0) break;  // an empty tensor is one empty unit
@@ -242,7 +246,8 @@ class ShardPipeline {
     if (u.first) {
       tensor_hash_.reset();
       current_scale_.reset();
-      bool dequant = pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32;
+      bool dequant = pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32 ||
+                     pt.action == TensorAction::dequant_mxfp4;
       if (dequant && !load_scale(pt, *w)) return w.release();
     }
     w->scale = current_scale_;
@@ -312,6 +317,7 @@ class ShardPipeline {
     const PlannedTensor& pt = shard_.tensors[w->unit->k];
     if (pt.action == TensorAction::copy) return w;
     if (is_remap(pt.action)) return remap(w, pt);
+    if (pt.action == TensorAction::dequant_mxfp4) return dequant_experts(w, pt);
     const ModelTensor& t = view_.tensors[pt.input];
     Fp8Grid grid{t.shape[0], t.shape[1], plan_.pairing.block_rows, plan_.pairing.block_cols};
     w->out.resize(w->in.size() * 2);
@@ -324,6 +330,42 @@ class ShardPipeline {
       w->error_kind = WriteStatus::input_error;
     }
     return w;
+  }
+
+  // Rows of one MXFP4 expert weight to BF16 [rows, K] (numerics/mxfp4.h): each row's E8M0
+  // scales are the same rows of the tensor's scale grid, read once per tensor.
+  Work* dequant_experts(Work* w, const PlannedTensor& pt) {
+    const ModelTensor& t = view_.tensors[pt.input];
+    const uint64_t packed_cols = t.shape[1], k = 2 * packed_cols, blocks = k / 32;
+    const uint64_t rows = packed_cols ? w->in.size() / packed_cols : 0;
+    w->out.resize(w->unit->out_len);
+    std::span<const uint8_t> scales;
+    if (blocks && (w->unit->row_begin + rows) * blocks <= w->scale->bytes.size())
+      scales = std::span<const uint8_t>(w->scale->bytes).subspan(w->unit->row_begin * blocks, rows * blocks);
+    std::optional<Mxfp4Fault> fault = dequant_mxfp4_rows(w->in, scales, k, w->unit->row_begin, w->out);
+    if (fault) {
+      w->error = mxfp4_fault_text(t, view_.tensors[pt.scale], k, *fault);
+      w->error_kind = WriteStatus::input_error;
+    }
+    return w;
+  }
+
+  std::string mxfp4_fault_text(const ModelTensor& t, const ModelTensor& s, uint64_t k, const Mxfp4Fault& fault) const {
+    const uint64_t row = k ? fault.element / k : 0, col = k ? fault.element % k : 0;
+    const std::string where = "element " + std::to_string(fault.element) + " (row " + std::to_string(row) +
+                              ", column " + std::to_string(col) + ")";
+    switch (fault.kind) {
+      case Mxfp4Fault::scale_nan:
+        return view_.file_of(s) + ": scale " + s.name + " holds E8M0 0xFF (NaN) at row " + std::to_string(row) +
+               ", block " + std::to_string(col / 32) + " (byte " + std::to_string(s.offset + row * (k / 32) + col / 32) +
+               "), used by " + where + " of " + t.name + "; refusing to write NaN";
+      case Mxfp4Fault::overflow:
+        return view_.file_of(t) + ": tensor " + t.name + ": " + where + ", byte " +
+               std::to_string(t.offset + fault.element / 2) + ", times its scale 2^(" + s.name +
+               " - 127) is beyond BF16's largest finite value (3.39e38); refusing to write inf";
+      default:
+        return view_.file_of(t) + ": tensor " + t.name + ": shapes the MXFP4 -> BF16 conversion cannot hold";
+    }
   }
 
   // One expert's slab of a fused INT8-shift tensor (mxfp4-int8-shift.md §3-§4).

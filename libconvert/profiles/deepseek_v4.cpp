@@ -69,7 +69,12 @@ struct ModelFacts {
   int64_t layers = 0;
   int64_t stages = 0;
   bool dspark = false;
+  bool bf16_experts = false;  // expert_dtype "bf16": `ckpt convert --experts bf16` output
 };
+
+// expert_dtype is "fp4" in every release; "bf16" marks a checkpoint whose routed experts
+// were dequantized to BF16 [o, i] (no scales), which may then carry no quantization_config.
+bool has_bf16_experts(element cfg) { return json_string(cfg, "expert_dtype") == "bf16"; }
 
 // By-value views of an array or object. Range-for over `x.get_array().value_unsafe()`
 // would bind a reference into a temporary simdjson_result that dies before the loop.
@@ -185,6 +190,11 @@ bool check_compress_ratios(element cfg, const std::string& file, Findings& f, Mo
 
 bool check_quant_config(element cfg, const std::string& file, Findings& f, ModelFacts& m) {
   auto q = json_get(cfg, "quantization_config");
+  if (!q && m.bf16_experts) {  // fully BF16: nothing is block-quantized, scales are not expected
+    m.env.set("bm", 128);
+    m.env.set("bn", 128);
+    return true;
+  }
   if (!q || !q->is_object()) {
     f.error("DSV4_CONFIG_MISSING_KEY", file, "", std::nullopt,
             "quantization_config is missing; FP8 block sizes come from its weight_block_size");
@@ -287,8 +297,9 @@ bool check_config(element profile, element cfg, const std::string& file, Finding
   read_optional_dims(profile, cfg, m);
   read_lengths(profile, cfg, m);
   if (ok) ok = check_compress_ratios(cfg, file, f, m);
+  m.bf16_experts = has_bf16_experts(cfg);
+  if (!m.bf16_experts) string_key_equals(cfg, "expert_dtype", "fp4", file, f, "DSV4_EXPERT_DTYPE");
   ok = check_quant_config(cfg, file, f, m) && ok;
-  string_key_equals(cfg, "expert_dtype", "fp4", file, f, "DSV4_EXPERT_DTYPE");
   ok = check_dspark_keys(cfg, file, f, m) && ok;
   if (!ok) return false;
   if (m.dspark) check_dspark_values(cfg, file, f, m);
@@ -591,6 +602,22 @@ std::vector<ExpectedTensor> fuse_expected_experts(const std::vector<ExpectedTens
   return out;
 }
 
+// The BF16-expert converted form: each MXFP4 expert I8 [o, i/2] + E8M0 [o, i/32] is one
+// BF16 [o, i] weight.
+std::vector<ExpectedTensor> bf16_expected_experts(const std::vector<ExpectedTensor>& list) {
+  std::vector<ExpectedTensor> out;
+  for (const auto& e : list) {
+    bool scale = ends_with(e.name, ".scale");
+    std::string weight = scale ? base_of(e.name, ".scale") + ".weight" : e.name;
+    if (!is_mxfp4_expert_name(weight)) {
+      out.push_back(e);
+    } else if (!scale && e.shape.size() == 2) {
+      out.push_back({e.name, "BF16", {e.shape[0], 2 * e.shape[1]}});
+    }
+  }
+  return out;
+}
+
 std::unordered_set<std::string> allowed_dtypes(element profile) {
   std::unordered_set<std::string> out;
   if (auto a = json_get(profile, "allowed_dtypes"); a && a->is_array())
@@ -661,6 +688,7 @@ void check_deepseek_v4(const ModelView& view, Findings& f) {
   bool have_catalogue = dsv4_expected_catalogue(cfg, config_file, f, expected);
   if (have_catalogue) {
     if (has_int8_shift_form(view)) expected = fuse_expected_experts(expected);
+    if (has_bf16_experts(cfg)) expected = bf16_expected_experts(expected);
     Catalogue cat{expected, {}};
     find_converted_pairs(view, cat);
     std::vector<char> matched(view.tensors.size(), 0);
@@ -670,7 +698,16 @@ void check_deepseek_v4(const ModelView& view, Findings& f) {
   }
   PairingOptions po;
   po.allow_bare_fp8_names = true;
-  if (!dsv4_weight_block_size(cfg, po.block_rows, po.block_cols)) return;  // already reported
+  if (!json_get(cfg, "quantization_config") && has_bf16_experts(cfg)) {
+    // Fully BF16 form: any FP8 tensor left has no loader route; leftover scales are strays.
+    for (const auto& t : view.tensors)
+      if (t.type == "F8_E4M3")
+        f.error("DSV4_QUANT_CONFIG", view.file_of(t), t.name, t.offset,
+                "F8_E4M3 tensor, but config.json has no quantization_config (expert_dtype \"bf16\" marks a fully "
+                "BF16 checkpoint): no loader would apply its scale");
+  } else if (!dsv4_weight_block_size(cfg, po.block_rows, po.block_cols)) {
+    return;  // already reported
+  }
   check_fp8_pairing(view, po, f);
 }
 

@@ -17,6 +17,8 @@ void write_totals(JsonWriter& w, const ConvertReport& r) {
   w.key("expert_weight_tensors").value(p.expert_weight_tensors).key("mtp_tensors").value(p.mtp_tensors);
   w.key("remapped_expert_tensors").value(p.remapped_expert_tensors);
   w.key("consumed_expert_tensors").value(p.consumed_expert_tensors);
+  w.key("dequantized_expert_tensors").value(p.dequantized_experts);
+  w.key("expert_bytes_in").value(p.expert_bytes_in).key("expert_bytes_out").value(p.expert_bytes_out);
   w.key("bytes_in").value(p.bytes_in).key("bytes_out").value(p.shard_bytes_out + p.side_bytes);
   w.key("disk_needed").value(r.disk_needed).key("disk_free").value(r.disk_free);
   w.end_object();
@@ -115,17 +117,30 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
       out << "  " << s.name << ": " << s.converted << " converted, " << s.copied << " copied, " << s.dropped_scales
           << " scales dropped, " << with_commas(s.file_bytes) << " bytes\n";
   }
-  out << "  tensors " << with_commas(p.tensors_out) << " (" << with_commas(p.converted) << " FP8 -> BF16, "
-      << with_commas(p.copied) << " copied, " << with_commas(p.dropped_scales) << " scales dropped), payload "
+  out << "  tensors " << with_commas(p.tensors_out) << " (" << with_commas(p.converted - p.dequantized_experts)
+      << " FP8 -> BF16, ";
+  if (p.dequantized_experts) out << with_commas(p.dequantized_experts) << " MXFP4 experts -> BF16, ";
+  out << with_commas(p.copied) << " copied, " << with_commas(p.dropped_scales) << " scales dropped), payload "
       << with_commas(p.payload_out) << " bytes\n";
   if (!p.fused.empty())
     out << "  experts: " << p.fused.size() << " fused INT8-shift matrices from " << with_commas(p.consumed_expert_tensors)
         << " MXFP4 tensors (headroom " << p.remap.headroom << ", rounding " << remap_rounding_name(p.remap.rounding) << ")\n";
+  if (p.dequantized_experts) {  // before a user fills a disk: the experts grow about 4x
+    char growth[160];
+    std::snprintf(growth, sizeof growth, "%.2f GB MXFP4 -> %.2f GB BF16 (%.1fx); output total %.2f GB",
+                  static_cast<double>(p.expert_bytes_in) / 1e9, static_cast<double>(p.expert_bytes_out) / 1e9,
+                  p.expert_bytes_in ? static_cast<double>(p.expert_bytes_out) / static_cast<double>(p.expert_bytes_in) : 0.0,
+                  static_cast<double>(p.shard_bytes_out + p.side_bytes) / 1e9);
+    out << "  experts: " << with_commas(p.dequantized_experts) << " MXFP4 weights to BF16: " << growth << " ("
+        << with_commas(p.expert_bytes_in) << " -> " << with_commas(p.expert_bytes_out) << " bytes)\n";
+  }
   for (const auto& [index, st] : r.remap_stats)
     if (st.overflow || st.vanished_nonzero)
       out << "  " << p.fused[index].block << " " << p.fused[index].matrix << ": " << st.vanished_nonzero
           << " nonzero weights remapped to 0, " << st.overflow << " overflows\n";
-  out << "  disk needed " << with_commas(r.disk_needed) << " bytes, free " << with_commas(r.disk_free) << "\n";
+  out << "  disk needed " << with_commas(r.disk_needed) << " bytes, free " << with_commas(r.disk_free)
+      << (r.dry_run && r.disk_needed > r.disk_free ? " -- NOT ENOUGH: the conversion would stop before writing" : "")
+      << "\n";
   if (r.dry_run) return;
   char rate[96];
   double gbps = r.seconds > 0 ? static_cast<double>(r.bytes_written) / r.seconds / 1e9 : 0;

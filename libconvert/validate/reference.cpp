@@ -12,6 +12,7 @@
 #include "formats/json.h"
 #include "numerics/fp8.h"
 #include "numerics/int8_shift.h"
+#include "numerics/mxfp4.h"
 
 namespace ckpt {
 namespace {
@@ -73,6 +74,15 @@ void compare_config(const LoadedModel& in, const ConversionPlan& plan, const Loa
   }
   if (json_string(cfg->root(), "torch_dtype") != "bfloat16")
     f.error("REF_CONFIG", "config.json", "", std::nullopt, "torch_dtype is not \"bfloat16\" after the conversion");
+  if (plan.experts == ExpertMode::bf16 && plan.dequantized_experts > 0 &&
+      json_string(cfg->root(), "expert_dtype") != "bf16")
+    f.error("REF_CONFIG", "config.json", "", std::nullopt,
+            "expert_dtype is not \"bf16\" although the routed experts were written as BF16");
+  if (!plan.output_has_fp8 && !plan.output_has_mxfp4_experts && plan.fused.empty() &&
+      json_get(cfg->root(), "quantization_config"))
+    f.error("REF_CONFIG", "config.json", "", std::nullopt,
+            "quantization_config is still present although nothing quantized is left: transformers would route "
+            "the BF16 weights through its FP8 loader");
   if (!plan.output_has_fp8 && !plan.output_has_mxfp4_experts) return;
   auto q = json_get(cfg->root(), "quantization_config");
   simdjson::dom::array ignored;
@@ -121,8 +131,54 @@ class DeepCompare {
     const ModelTensor* dst = out_.view.find(e.tensor->name);
     if (is_remap(e.planned->action)) return compare_remap(e, *dst, message, offset);
     const ModelTensor& src = in_.view.tensors[e.planned->input];
+    if (e.planned->action == TensorAction::dequant_mxfp4) return compare_experts(e, src, *dst, message, offset);
     return e.planned->action == TensorAction::copy ? compare_copy(src, *dst, message, offset)
                                                    : compare_dequant(e, src, *dst, message, offset);
+  }
+
+  // A BF16 expert against a fresh exact MXFP4 dequantization of the input rows.
+  bool compare_experts(const Expected& e, const ModelTensor& src, const ModelTensor& dst, std::string& message,
+                       uint64_t& offset) {
+    const ModelTensor& scale = in_.view.tensors[e.planned->scale];
+    const uint64_t packed_cols = src.shape[1], k = 2 * packed_cols, blocks = k / 32;
+    std::vector<uint8_t> grid(scale.nbytes);
+    IoError err;
+    if (!in_file(scale).read_at(scale.offset, grid, err)) {
+      message = "cannot read scale " + scale.name + ": " + err.message;
+      return false;
+    }
+    uint64_t rows_per_step = std::max<uint64_t>(1, kCompareStep / std::max<uint64_t>(1, packed_cols));
+    std::vector<uint8_t> in(rows_per_step * packed_cols), want(in.size() * 4), got(want.size());
+    for (uint64_t row = 0; row < src.shape[0]; row += rows_per_step) {
+      uint64_t rows = std::min(rows_per_step, src.shape[0] - row), n = rows * packed_cols;
+      if (!in_file(src).read_at(src.offset + row * packed_cols, std::span<uint8_t>(in.data(), n), err) ||
+          !out_file(dst).read_at(dst.offset + row * k * 2, std::span<uint8_t>(got.data(), n * 4), err)) {
+        message = "read failed: " + err.message;
+        return false;
+      }
+      std::span<const uint8_t> scales;
+      if ((row + rows) * blocks <= grid.size()) scales = std::span<const uint8_t>(grid).subspan(row * blocks, rows * blocks);
+      auto fault = dequant_mxfp4_rows(std::span<const uint8_t>(in.data(), n), scales, k, row,
+                                      std::span<uint8_t>(want.data(), n * 4));
+      if (fault) {
+        message = std::string("the input expert cannot be converted (") + mxfp4_fault_name(fault->kind) +
+                  " at element " + std::to_string(fault->element) + ")";
+        return false;
+      }
+      if (std::memcmp(want.data(), got.data(), n * 4) != 0) {
+        uint64_t i = 0;
+        while (want[2 * i] == got[2 * i] && want[2 * i + 1] == got[2 * i + 1]) ++i;
+        uint16_t w = static_cast<uint16_t>(want[2 * i] | want[2 * i + 1] << 8);
+        uint16_t o = static_cast<uint16_t>(got[2 * i] | got[2 * i + 1] << 8);
+        uint64_t element = row * k + i;
+        offset = dst.offset + element * 2;
+        message = "BF16 expert differs from the exact MXFP4 dequantization at element " + std::to_string(element) +
+                  " (row " + std::to_string(element / k) + ", column " + std::to_string(element % k) + "): output " +
+                  hex16(o) + ", expected " + hex16(w);
+        return false;
+      }
+    }
+    return true;
   }
 
   // Recomputes each expert's slab of a fused INT8-shift tensor from the input experts.
@@ -254,12 +310,16 @@ class DeepCompare {
 // What conversion produced OUT: INT8-shift experts when fused tensors are present, with
 // the headroom and rounding its config records (the production defaults otherwise).
 ExpertMode detect_conversion_mode(const LoadedModel& out, RemapOptions& remap) {
-  bool fused = false;
-  for (const auto& t : out.view.tensors)
+  bool fused = false, bf16_experts = false;
+  for (const auto& t : out.view.tensors) {
     if (t.name.ends_with(".ffn.experts.w13.mxfp4") || t.name.ends_with(".ffn.experts.w2.mxfp4")) fused = true;
-  if (!fused) return ExpertMode::keep;
+    if (t.type == "BF16" && is_mxfp4_expert_name(t.name)) bf16_experts = true;
+  }
   const JsonDoc* cfg = out.checkpoint.config.get();
   auto record = cfg ? json_get(cfg->root(), "ckptkit_conversion") : std::nullopt;
+  // BF16 experts (--experts bf16): by their dtype, or by the record when the input has none.
+  if (!fused && (bf16_experts || (record && json_string(*record, "experts") == "bf16"))) return ExpertMode::bf16;
+  if (!fused) return ExpertMode::keep;
   auto format = record ? json_get(*record, "expert_format") : std::nullopt;
   if (format) {
     if (json_string(*format, "rounding") == "half-even") remap.rounding = RemapRounding::half_even;

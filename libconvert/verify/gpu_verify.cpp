@@ -173,6 +173,7 @@ class CheckpointVerifier : public Verifier {
       case TensorAction::copy: verify_copy(in, out, in.view.tensors[pt.input], dst); return;
       case TensorAction::dequant_e8m0:
       case TensorAction::dequant_f32: verify_fp8(in, plan, pt, in.view.tensors[pt.input], &out, &dst); return;
+      case TensorAction::dequant_mxfp4: verify_mxfp4_bf16(in, in.view.tensors[pt.input], in.view.tensors[pt.scale], out, dst); return;
       case TensorAction::remap_mxfp4: verify_fused(in, out, plan.fused[pt.fused], dst); return;
       case TensorAction::remap_shift2:
       case TensorAction::remap_channel_scale: return;  // checked with their .mxfp4 tensor
@@ -248,6 +249,46 @@ class CheckpointVerifier : public Verifier {
                      fmt(bf16_value(got[*i])) + ") vs " + (out ? "converted " : "CPU ") + hex(want[*i], 4) + " (" +
                      fmt(bf16_value(want[*i])) + ")");
         return;
+      }
+    }
+  }
+
+  // A routed expert of a --experts bf16 conversion: the device's MXFP4 decode of IN, rounded
+  // to BF16 (exact: every finite product is a BF16 value), equals OUT's bytes.
+  void verify_mxfp4_bf16(const LoadedModel& in, const ModelTensor& w, const ModelTensor& s, const LoadedModel& out,
+                         const ModelTensor& dst) {
+    const uint64_t rows = w.shape.empty() ? 0 : w.shape[0], k = w.shape.size() > 1 ? w.shape[1] * 2 : 0;
+    VerifyCheck& c = add_check("mxfp4_dequant", dst.name, "", rows * k);
+    if (rows == 0 || k == 0 || k % 32 || s.nbytes != rows * k / 32 || dst.nbytes != rows * k * 2) {
+      c.ok = false;
+      r_.findings.error("VERIFY_LAYOUT", out.view.file_of(dst), dst.name, std::nullopt,
+                        "BF16 expert shape does not match its MXFP4 source");
+      return;
+    }
+    const uint64_t rows_per_step = std::max<uint64_t>(1, chunk_bytes() / (k / 2));
+    std::vector<uint8_t> wb(std::min(rows_per_step, rows) * k / 2), sb(wb.size() / 16), ob(wb.size() * 4);
+    std::vector<float> f(wb.size() * 2);
+    for (uint64_t row = 0; row < rows; row += rows_per_step) {
+      const uint64_t n = std::min(rows_per_step, rows - row), elems = n * k;
+      std::span<uint8_t> ws(wb.data(), elems / 2), ss(sb.data(), elems / 32), os(ob.data(), elems * 2);
+      if (!read(file_of(in, w), w.offset + row * k / 2, ws) || !read(file_of(in, s), s.offset + row * k / 32, ss) ||
+          !read(file_of(out, dst), dst.offset + row * k * 2, os))
+        return void(c.ok = false);
+      std::string error;
+      if (!be_.mxfp4_to_f32(ws, ss, n, k, std::span<float>(f.data(), elems), error))
+        return void(backend_failed(c, out.view.file_of(dst), error));
+      r_.input_bytes_decoded += ws.size() + ss.size();
+      for (uint64_t i = 0; i < elems; ++i) {
+        const uint16_t got = bf16_from_float_rne(f[i]);
+        const uint16_t want = static_cast<uint16_t>(os[2 * i] | (os[2 * i + 1] << 8));
+        if (got != want) {
+          const uint64_t element = row * k + i;
+          mismatch(c, out.view.file_of(dst), dst.offset + element * 2,
+                   "element " + std::to_string(element) + " (row " + std::to_string(element / k) + ", column " +
+                       std::to_string(element % k) + "): device MXFP4 decode " + hex(got, 4) + " (" +
+                       fmt(bf16_value(got)) + ") vs converted " + hex(want, 4) + " (" + fmt(bf16_value(want)) + ")");
+          return;
+        }
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -186,6 +187,40 @@ TEST(ConfigRewrite, FullyConvertedV3DropsQuantizationConfig) {
   std::vector<std::string> diffs;
   diff_json(doc.root(), in_doc.root(), "", {"/ckptkit_conversion", "/quantization_config"}, diffs);
   EXPECT_TRUE(diffs.empty()) << ::testing::PrintToString(diffs);
+}
+
+// --experts bf16 on V4: quantization_config gone, expert_dtype "bf16" in place (key order
+// kept), every other member unchanged; a config without expert_dtype gets it appended.
+TEST(ConfigRewrite, Bf16ExpertsSetExpertDtypeAndDropQuantizationConfig) {
+  ConfigRewriteInput in;
+  in.experts_mode = "bf16";
+  in.expert_dtype = "bf16";
+  in.converted_tensors = 162;
+  in.dropped_scales = 162;
+  in.extra_bf16_modules = {"main_proj"};
+  std::string text = read_text("oracle/dsv4-tiny/config.json");
+  std::string out = rewrite_ok(text, in);
+  JsonDoc in_doc, doc;
+  std::string err;
+  ASSERT_TRUE(in_doc.parse(text, err));
+  ASSERT_TRUE(doc.parse(out, err)) << err;
+  EXPECT_FALSE(json_get(doc.root(), "quantization_config").has_value());
+  EXPECT_EQ(json_string(doc.root(), "expert_dtype"), "bf16");
+  EXPECT_EQ(json_string(doc.root(), "torch_dtype"), "bfloat16");
+  auto keys = keys_of(doc.root());
+  auto in_keys = keys_of(in_doc.root());
+  in_keys.erase(std::find(in_keys.begin(), in_keys.end(), "quantization_config"));
+  in_keys.push_back("ckptkit_conversion");
+  EXPECT_EQ(keys, in_keys);  // expert_dtype rewritten where it was
+  EXPECT_EQ(json_string(*json_get(doc.root(), "ckptkit_conversion"), "experts"), "bf16");
+  std::vector<std::string> diffs;
+  diff_json(doc.root(), in_doc.root(), "", {"/ckptkit_conversion", "/quantization_config", "/expert_dtype"}, diffs);
+  EXPECT_TRUE(diffs.empty()) << ::testing::PrintToString(diffs);
+  EXPECT_EQ(rewrite_ok(out, in), out);  // idempotent
+
+  std::string v3 = rewrite_ok(read_text("oracle/dsv3-tiny/config.json"), in);
+  ASSERT_TRUE(doc.parse(v3, err)) << err;
+  EXPECT_EQ(json_string(doc.root(), "expert_dtype"), "bf16");  // appended when absent
 }
 
 TEST(ConfigRewrite, Fp8LeftKeepsQuantizationConfig) {

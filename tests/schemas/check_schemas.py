@@ -26,12 +26,13 @@ def main() -> int:
         ("convert-report.schema.json", ["convert", "--dry-run", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
         ("convert-report.schema.json", ["convert", "--dry-run", "--json", "-", str(fixtures / "oracle/dsv4-edge.qw-bf16"), "/tmp/ckpt-schema-out"]),
         ("convert-report.schema.json", ["convert", "--dry-run", "--experts", "int8-shift", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
+        ("convert-report.schema.json", ["convert", "--dry-run", "--experts", "bf16", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
         ("inspect.schema.json", ["inspect", "--json", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
     ]
     failed = 0
-    # An expert pack's manifest (written by repack-experts, not printed): check the file itself.
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
+        # An expert pack's manifest (written by repack-experts, not printed): check the file itself.
         subprocess.run([ckpt, "repack-experts", "-q", str(fixtures / "ggml/qwen3next-tiny.gguf"), tmp + "/pack"],
                        capture_output=True)
         try:
@@ -41,25 +42,34 @@ def main() -> int:
         except Exception as e:
             failed += 1
             print(f"FAIL expert-pack-manifest.schema.json: {str(e)[:400]}")
-    # ckpt-gpu (built beside ckpt) with the host emulation of the kernels: no GPU needed.
-    gpu = str(pathlib.Path(ckpt).parent / "ckpt-gpu")
-    runs += [
-        ("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", "--json", "-", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
-        ("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", "--json", "-", str(fixtures / "oracle/dsv4-tiny")]),
-        ("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", "--json", "-", "--reference", str(fixtures / "oracle/dsv4-tiny"), str(fixtures / "oracle/dsv4-tiny.qw-bf16")]),
-    ]
-    for schema_name, args in runs:
-        cmd = args if args[0] == gpu else [ckpt, *args]
-        out = subprocess.run(cmd, capture_output=True, text=True).stdout
-        try:
-            doc = json.loads(out)
-            jsonschema.Draft202012Validator(schemas[schema_name]).validate(doc)
-            print(f"ok   {schema_name}: ckpt {' '.join(args)}")
-        except Exception as e:  # a failure names the run and the first violation
-            failed += 1
-            print(f"FAIL {schema_name}: ckpt {' '.join(args)}: {str(e)[:400]}")
+        # A --experts bf16 conversion, then its validation against the input.
+        subprocess.run([ckpt, "convert", "-q", "--experts", "bf16", str(fixtures / "oracle/dsv4-tiny"), tmp + "/bf16"],
+                       capture_output=True)
+        runs.append(("validation-report.schema.json",
+                     ["validate", "--deep", "--reference", str(fixtures / "oracle/dsv4-tiny"), "--json", "-",
+                      tmp + "/bf16"]))
+        # ckpt-gpu (built beside ckpt) with the host emulation of the kernels: no GPU needed.
+        gpu = str(pathlib.Path(ckpt).parent / "ckpt-gpu")
+        for args in (["--json", "-", str(fixtures / "ggml/qwen3next-tiny.gguf")],
+                     ["--json", "-", str(fixtures / "oracle/dsv4-tiny")],
+                     ["--json", "-", "--reference", str(fixtures / "oracle/dsv4-tiny"), tmp + "/bf16"]):
+            runs.append(("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", *args]))
+        for schema_name, args in runs:
+            failed += check_run(ckpt, schemas, schema_name, args)
     return 1 if failed else 0
 
+
+def check_run(ckpt, schemas, schema_name, args) -> int:
+    cmd = args if args[0].endswith("ckpt-gpu") else [ckpt, *args]
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    try:
+        doc = json.loads(out)
+        jsonschema.Draft202012Validator(schemas[schema_name]).validate(doc)
+        print(f"ok   {schema_name}: ckpt {' '.join(args)}")
+        return 0
+    except Exception as e:  # a failure names the run and the first violation
+        print(f"FAIL {schema_name}: ckpt {' '.join(args)}: {str(e)[:400]}")
+        return 1
 
 if __name__ == "__main__":
     sys.exit(main())
