@@ -93,13 +93,13 @@ CKPT_HD int e2m1_x2(unsigned code) {
   return (code & 8) ? -v : v;
 }
 
-// DeepSeek MXFP4 element -> f32: lut_x2[c] * 2^(b - 128) (mxfp4-int8-shift.md §1). Exact
-// for b <= 252 (12 * 2^124); larger magnitudes overflow binary32 to +-inf as on the CPU.
+// DeepSeek MXFP4 element -> f32: E2M1 x 2^(b - 127) = lut_x2[c] * 2^(b - 128)
+// (mxfp4-int8-shift.md §1), code 8 being -0 (the sign is kept on zero, as E2M1 defines it).
+// Exact for every byte b (the largest, 12 * 2^127, is finite in binary32).
 CKPT_HD float mxfp4_to_f32(unsigned code, uint8_t scale) {
-  const int e = static_cast<int>(scale) - 128;
-  const float v = static_cast<float>(e2m1_x2(code));
-  if (e > 127) return mul_rn(mul_rn(v, exp2i(127)), 2.0f);
-  return mul_rn(v, exp2i(e));
+  const int mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  const float v = mul_rn(static_cast<float>(mag[code & 7]), exp2i(static_cast<int>(scale) - 128));
+  return (code & 8) ? -v : v;
 }
 
 // ---- INT8-shift decode (mxfp4-int8-shift.md §4-§5) ----------------------------------

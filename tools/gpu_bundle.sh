@@ -22,4 +22,5 @@ done
 cp -r "$FIX/oracle/dsv4-tiny" "$DIR/fixtures/oracle/"
 cp "$FIX/ggml/qwen3next-tiny.gguf" "$DIR/fixtures/ggml/"
 cp "$ROOT/tools/gpu_check.sh" "$DIR/"
+cp -r "$ROOT/tests/real_client" "$DIR/"
 du -sh "$DIR"

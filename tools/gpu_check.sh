@@ -20,6 +20,14 @@ echo "== verify: dsv4-tiny --experts keep"
 echo "== verify: dsv4-tiny --experts int8-shift (GEMM on every expert)"
 ./ckpt convert -q fixtures/oracle/dsv4-tiny "$W/i8" --experts int8-shift
 ./ckpt-gpu verify "$W/i8" --reference fixtures/oracle/dsv4-tiny --gemm-experts 0 --json "$OUT/verify-int8.json"; echo "exit $?"
+echo "== verify: dsv4-tiny --experts bf16"
+./ckpt convert -q fixtures/oracle/dsv4-tiny "$W/bf16" --experts bf16
+./ckpt-gpu verify "$W/bf16" --reference fixtures/oracle/dsv4-tiny --json "$OUT/verify-bf16.json"; echo "exit $?"
+if [ -f real_client/check_transformers.py ]; then
+  echo "== real client: transformers loads the bf16 conversion (issue 10)"
+  PYTHONUNBUFFERED=1 python3 real_client/check_transformers.py fixtures/oracle/dsv4-tiny "$W/bf16" --device cuda 2>&1 | tee "$OUT/real-client.log" | tail -40
+  echo "exit ${PIPESTATUS[0]}"
+fi
 echo "== verify: repack of qwen3next-tiny.gguf"
 ./ckpt repack-experts -q fixtures/ggml/qwen3next-tiny.gguf "$W/pack"
 ./ckpt-gpu verify "$W/pack" --reference fixtures/ggml/qwen3next-tiny.gguf --json "$OUT/verify-pack.json"; echo "exit $?"

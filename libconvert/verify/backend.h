@@ -35,7 +35,7 @@ class DecodeBackend {
                            Fp8ScaleKind kind, std::span<const uint8_t> scale_grid, std::span<uint16_t> out,
                            std::string& error) = 0;
   // DeepSeek MXFP4 [rows, k/2] packed (low nibble = even element) with E8M0 scales [rows, k/32]
-  // -> f32 [rows, k]: lut_x2[c] * 2^(b - 128).
+  // -> f32 [rows, k]: lut_x2[c] * 2^(b - 128), code 8 being -0.
   virtual bool mxfp4_to_f32(std::span<const uint8_t> weight, std::span<const uint8_t> scale, uint64_t rows,
                             uint64_t k, std::span<float> out, std::string& error) = 0;
   // One expert's INT8-shift slabs -> q [p.rows, p.k] = lut_x2[code] << shift2.

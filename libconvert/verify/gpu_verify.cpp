@@ -489,7 +489,8 @@ class CheckpointVerifier : public Verifier {
       r_.input_bytes_decoded += part.weight.size() + part.scale.size();
       for (uint64_t i = 0; i < dst.size(); ++i) {
         const uint8_t byte = part.weight[i / 2], code = (i % 2) ? byte >> 4 : byte & 15;
-        const float want = static_cast<float>(std::ldexp(static_cast<double>(kE2m1LutX2[code]), part.scale[i / 32] - 128));
+        const double mag = std::ldexp(std::abs(static_cast<double>(kE2m1LutX2[code])), part.scale[i / 32] - 128);
+        const float want = static_cast<float>((code & 8) ? -mag : mag);  // code 8 is -0
         if (f32_bits(want) != f32_bits(dst[i])) {
           mismatch(c, file, std::nullopt,
                    "expert " + std::to_string(e) + " original weight [" + std::to_string(row0 + i / p.k) + ", " +

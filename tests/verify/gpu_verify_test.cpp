@@ -70,6 +70,18 @@ TEST_P(GpuVerify, Int8ShiftConversionOfDsv4TinyPasses) {
   EXPECT_NE(json.find("\"verdict\":\"pass\""), std::string::npos);
 }
 
+TEST_P(GpuVerify, Bf16ConversionOfDsv4TinyPassesAndAFlippedExpertByteFails) {
+  const std::string out = convert("bf16");
+  auto r = verify(out, fixture("oracle/dsv4-tiny"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("mxfp4_dequant           120 ok      0 failed"), std::string::npos) << r.out;
+  flip(out, "layers.2.ffn.experts.5.w3.weight", 2 * 1000 + 1);  // high byte of element 1000
+  r = verify(out, fixture("oracle/dsv4-tiny"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("tensor layers.2.ffn.experts.5.w3.weight"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("element 1000 (row "), std::string::npos) << r.out;
+}
+
 TEST_P(GpuVerify, FlippedByteInAConvertedFp8TensorFailsNamingTensorAndElement) {
   const std::string out = convert("keep");
   const std::string file = flip(out, "layers.0.attn.wq_a.weight", 2 * 777 + 1);  // high byte of element 777
