@@ -9,7 +9,8 @@
 #      single-process conversion, every file byte for byte;
 #   2. the same with array task 1 cancelled on purpose: the dependent finalize never
 #      runs; a finalize job submitted anyway refuses, naming the shards and partition
-#      1/3; resubmitting index 1 alone and then finalize completes the job, byte-identical.
+#      1/3; resubmitting index 1 alone and then finalize completes the job, byte-identical;
+#   3. deploy/slurm/validate.sbatch: N deep-validation tasks + merge == one process.
 # Every daemon it started is stopped on exit (trap).
 set -uo pipefail
 
@@ -174,4 +175,15 @@ wait_gone "$re" "$fin"
 [ "$(state "$re")" = COMPLETED ] && [ "$(state "$fin")" = COMPLETED ] || fail "resubmission: $(state "$re") / $(state "$fin")"
 same_tree "$OUT" "$D/single" || fail "the repaired output differs from the single-process output"
 echo "ok: index 1 resubmitted alone, finalize completed; output == single process, every file byte for byte"
+# --- 3. deep validation: array + merge == single process -----------------------------
+REP=$D/reports
+jid=$(submit --job-name=val --array=0-$((N - 1)) "$SOURCE/deploy/slurm/validate.sbatch" "$IN" "$REP") || fail "sbatch validate"
+mrg=$(submit --job-name=merge --dependency=afterok:"$jid" "$SOURCE/deploy/slurm/validate.sbatch" "$IN" "$REP") ||
+  fail "sbatch merge"
+wait_gone "$jid" "$mrg"
+[ "$(state "$mrg")" = COMPLETED ] || fail "merge: $(state "$mrg")"
+"$CKPT" validate -q --deep --json "$D/single.json" "$IN" >/dev/null || fail "single-process validation"
+no_seconds() { sed -E 's/"seconds":[^,}]*/"seconds":0/' "$1"; }
+cmp -s <(no_seconds "$REP/report.json") <(no_seconds "$D/single.json") || fail "merged report != single-process report"
+echo "ok: $N deep-validation tasks + merge == single-process report (byte for byte, seconds aside)"
 echo "PASS"
