@@ -218,6 +218,15 @@ TEST(Partition, FinalizeRefusesMissingPartialAndMismatchedShardsNamingThePartiti
     ASSERT_EQ(again.exit_code, 0) << again.err;
     EXPECT_NE(again.out.find("wrote 1 shards"), std::string::npos) << again.out;
   }
+  // Records name the partition that wrote them.
+  auto record = test::read_file(out + "/.ckptkit/records/model-00007-of-00007.safetensors.json");
+  EXPECT_NE(std::string(record.begin(), record.end()).find("\"partition\":{\"index\":2,\"count\":3}"),
+            std::string::npos);
+  // --finalize --dry-run: the check alone.
+  r = test::run_ckpt("convert --finalize --dry-run " + q(in) + " " + q(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nothing written (dry run)"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out + "/config.json"));
   r = test::run_ckpt("convert --finalize " + q(in) + " " + q(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(test::run_ckpt("convert -q " + q(in) + " " + q(tmp.str("single"))).exit_code, 0);
