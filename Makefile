@@ -9,13 +9,24 @@ DEB_PACKAGES = cmake g++ make pkg-config libcli11-dev libsimdjson-dev libxxhash-
                libtbb-dev libgtest-dev python3-jsonschema hipcc
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build asan-build demo test test-normal asan bench clean
+SLURM_PACKAGES = slurmctld slurmd slurm-client munge
+
+.PHONY: all deps deps-slurm build asan-build demo test test-normal asan bench clean
 
 all: build
 
 # Idempotent: installs only what is missing.
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+# The Slurm end-to-end test (slurm_e2e) starts a one-node cluster from these; idempotent.
+# The packages' own services are not needed (the test starts private daemons).
+deps-slurm:
+	@missing=""; for p in $(SLURM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \

@@ -21,6 +21,7 @@
 #include "report/inspect.h"
 #include "report/validation_report.h"
 #include "synth/synth_dsv4.h"
+#include "validate/merge.h"
 #include "validate/validate.h"
 
 namespace {
@@ -108,9 +109,42 @@ struct ValidateArgs {
   std::string path, profile = "auto", json, hub, mode = "strict", reference;
   bool deep = false, sha256 = false, quiet = false;
   size_t max_findings = 200;
+  std::string partition;  // "I/N" or "env"
+  unsigned partitions = 0;
+  std::vector<std::string> merge;
 };
 
+bool resolve_partition(const char* cmd, const std::string& text, unsigned partitions, ckpt::PartitionSpec& spec);
+
+// Prints (human / --json) a report and returns its exit code.
+int emit_validation(const ckpt::ValidationReport& report, const ValidateArgs& a) {
+  bool json_to_stdout = a.json == "-";
+  if (!a.json.empty() && !emit(a.json, ckpt::validation_report_json(report))) return kIoError;
+  if (!json_to_stdout && !a.quiet) ckpt::print_validation_human(report, std::cout, a.max_findings);
+  if (!json_to_stdout && a.quiet) std::cout << ckpt::verdict_line(report) << "\n";
+  return exit_code_for(report.findings);
+}
+
+// `validate --merge part-*.json`: the single-process report from N partial ones.
+int run_validate_merge(const ValidateArgs& a) {
+  if (!a.path.empty() || !a.partition.empty()) {
+    std::cerr << "ckpt validate: --merge takes only the partial reports (no PATH, no --partition)\n";
+    return kUsage;
+  }
+  auto merged = ckpt::merge_validation_reports(a.merge);
+  if (merged.status != ckpt::MergeStatus::ok) {
+    std::cerr << "ckpt validate --merge: " << merged.error << "\n";
+    return merged.status == ckpt::MergeStatus::io_error ? kIoError : kUsage;
+  }
+  return emit_validation(merged.report, a);
+}
+
 int run_validate(const ValidateArgs& a) {
+  if (!a.merge.empty()) return run_validate_merge(a);
+  if (a.path.empty()) {
+    std::cerr << "ckpt validate: PATH is required (or --merge part-*.json)\n";
+    return kUsage;
+  }
   if (a.profile != "auto" && !ckpt::is_known_profile(a.profile)) {
     std::cerr << "ckpt validate: unknown profile '" << a.profile << "' (known: auto";
     for (const auto& n : ckpt::profile_names()) std::cerr << ", " << n;
@@ -124,20 +158,37 @@ int run_validate(const ValidateArgs& a) {
   options.hub_sha256_file = a.hub;
   options.reference = a.reference;
   options.mode = parse_mode(a.mode);
+  if (!a.partition.empty()) {
+    if (!resolve_partition("validate", a.partition, a.partitions, options.partition)) return kUsage;
+    if (!a.reference.empty() || !a.hub.empty()) {
+      std::cerr << "ckpt validate: --partition splits --deep / --sha256 only, not --reference or --hub-sha256\n";
+      return kUsage;
+    }
+  }
   Progress progress(!a.quiet);
   options.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   auto report = ckpt::validate_path(a.path, options);
-  bool json_to_stdout = a.json == "-";
-  if (!a.json.empty() && !emit(a.json, ckpt::validation_report_json(report))) return kIoError;
-  if (!json_to_stdout && !a.quiet) ckpt::print_validation_human(report, std::cout, a.max_findings);
-  if (!json_to_stdout && a.quiet) std::cout << ckpt::verdict_line(report) << "\n";
-  return exit_code_for(report.findings);
+  return emit_validation(report, a);
+}
+
+// --partition I/N or env (+ --partitions N) into a spec; false after printing why.
+bool resolve_partition(const char* cmd, const std::string& text, unsigned partitions, ckpt::PartitionSpec& spec) {
+  std::string error;
+  std::optional<uint32_t> count;
+  if (partitions > 0) count = partitions;
+  bool ok = text == "env" ? ckpt::partition_from_env(ckpt::process_env(), count, spec, error)
+                          : ckpt::parse_partition(text, spec, error);
+  if (!ok) std::cerr << "ckpt " << cmd << ": " << error << "\n";
+  return ok;
 }
 
 struct ConvertArgs {
   std::string input, output, experts = "keep", memory_budget = "1G", json, rounding = "half-away";
   unsigned headroom = 3;
   bool dry_run = false, resume = false, overwrite = false, quiet = false;
+  std::string partition;  // "I/N" or "env"
+  unsigned partitions = 0;
+  bool finalize = false;
 };
 
 int run_convert(const ConvertArgs& a) {
@@ -159,6 +210,22 @@ int run_convert(const ConvertArgs& a) {
   if (a.resume && a.overwrite) {
     std::cerr << "ckpt convert: --resume and --overwrite exclude each other\n";
     return kUsage;
+  }
+  if (!a.partition.empty() && a.finalize) {
+    std::cerr << "ckpt convert: --partition converts one partition, --finalize checks them all; run them separately\n";
+    return kUsage;
+  }
+  if (!a.partition.empty() && !resolve_partition("convert", a.partition, a.partitions, o.partition)) return kUsage;
+  o.finalize = a.finalize;
+  if (a.finalize) {
+    std::string error;
+    std::optional<uint32_t> given;
+    if (a.partitions > 0) given = a.partitions;
+    o.partitions = ckpt::partition_count_from_env(ckpt::process_env(), given, error);
+    if (!error.empty()) {
+      std::cerr << "ckpt convert: " << error << "\n";
+      return kUsage;
+    }
   }
   Progress progress(!a.quiet);
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
@@ -219,7 +286,7 @@ int main(int argc, char** argv) {
 
   ValidateArgs va;
   auto* validate = app.add_subcommand("validate", "Check a checkpoint or GGUF file; exit 0 clean, 1 errors");
-  validate->add_option("path", va.path, "checkpoint directory, .safetensors or .gguf file")->required();
+  validate->add_option("path", va.path, "checkpoint directory, .safetensors or .gguf file");
   validate->add_option("--profile", va.profile, "auto (from config/metadata) or a profile name");
   validate->add_flag("--deep", va.deep, "read every byte: xxh3 per tensor, NaN/Inf, reserved FP8/E8M0 codes");
   validate->add_flag("--sha256", va.sha256, "SHA-256 of every file");
@@ -231,6 +298,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"strict", "compat"}));
   validate->add_option("--max-findings", va.max_findings, "findings printed (0 = all; JSON has all)");
   validate->add_flag("-q,--quiet", va.quiet, "no progress, print only the verdict line");
+  validate->add_option("--partition", va.partition,
+                       "I/N or env: deep-read only the files of partition I of N (balanced by bytes); "
+                       "merge the N --json reports with --merge");
+  validate->add_option("--partitions", va.partitions, "N for --partition env (default: CKPT_PARTITIONS, Slurm array)");
+  validate->add_option("--merge", va.merge, "merge partial reports (part-*.json) into the single-process report");
 
   ConvertArgs ca;
   auto* convert = app.add_subcommand("convert", "Convert a checkpoint: block FP8 -> BF16; experts kept or remapped");
@@ -250,6 +322,13 @@ int main(int argc, char** argv) {
   convert->add_flag("--overwrite", ca.overwrite, "allow a non-empty output directory and rewrite everything");
   convert->add_flag("-q,--quiet", ca.quiet, "no progress bar");
   convert->add_option("--json", ca.json, "write the JSON report (plan, totals, config) to FILE, or - for stdout");
+  convert->add_option("--partition", ca.partition,
+                      "I/N: convert only the shards of partition I (0-based) of N, balanced by output bytes; "
+                      "env: I from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX");
+  convert->add_option("--partitions", ca.partitions,
+                      "N for --partition env and --finalize (default: CKPT_PARTITIONS, then the Slurm array size)");
+  convert->add_flag("--finalize", ca.finalize,
+                    "after all partitions: verify every shard's record and output, then write index, config, side files");
 
   SynthArgs sa;
   auto* synth = app.add_subcommand("synth", "Write a synthetic checkpoint with a real model's exact structure");

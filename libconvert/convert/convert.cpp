@@ -1,5 +1,6 @@
 #include "convert/convert.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
@@ -8,6 +9,8 @@
 #include <sys/statvfs.h>
 
 #include "convert/config_rewrite.h"
+#include "convert/finalize.h"
+#include "convert/records.h"
 #include "convert/shard_writer.h"
 #include "formats/json.h"
 #include "io/atomic_file.h"
@@ -45,7 +48,9 @@ bool check_paths(const ConvertOptions& o, ConvertReport& r) {
     return false;
   }
   bool non_empty = fs::is_directory(out, ec) && fs::directory_iterator(out, ec) != fs::directory_iterator();
-  if (non_empty && !o.resume && !o.overwrite && !o.dry_run) {
+  // Partitions share OUT (each writes only its own shards); --finalize reads it.
+  bool shared_out = o.partition.active() || o.finalize;
+  if (non_empty && !o.resume && !o.overwrite && !o.dry_run && !shared_out) {
     fail(r, ConvertStatus::usage_error, "CONVERT_OUTPUT_NOT_EMPTY", o.output,
          o.output + " is not empty; pass --resume to finish an interrupted conversion or --overwrite to replace it");
     return false;
@@ -103,64 +108,6 @@ std::string index_json(const ConversionPlan& plan) {
   return out + "\n  }\n}\n";
 }
 
-std::string record_json(const ShardRecord& rec) {
-  JsonWriter w;
-  w.begin_object();
-  w.key("shard").value(rec.shard).key("tool_version").value(rec.tool_version);
-  w.key("input_size").value(rec.input_size).key("input_mtime_ns").value(rec.input_mtime_ns);
-  w.key("input_header_xxh3").value(rec.input_header_xxh3).key("input_xxh3").value(rec.input_xxh3);
-  w.key("plan_xxh3").value(rec.plan_xxh3);
-  w.key("output_size").value(rec.output_size).key("output_xxh3").value(rec.output_xxh3);
-  w.end_object();
-  return w.str() + "\n";
-}
-
-std::optional<ShardRecord> read_record(const std::string& path) {
-  std::string text, error;
-  if (!read_text(path, text)) return std::nullopt;
-  JsonDoc doc;
-  if (!doc.parse(text, error)) return std::nullopt;
-  auto root = doc.root();
-  ShardRecord r;
-  r.shard = json_string(root, "shard").value_or("");
-  r.tool_version = json_string(root, "tool_version").value_or("");
-  r.input_size = static_cast<uint64_t>(json_int(root, "input_size").value_or(-1));
-  r.input_mtime_ns = json_int(root, "input_mtime_ns").value_or(-1);
-  r.input_header_xxh3 = json_string(root, "input_header_xxh3").value_or("");
-  r.input_xxh3 = json_string(root, "input_xxh3").value_or("");
-  r.plan_xxh3 = json_string(root, "plan_xxh3").value_or("");
-  r.output_size = static_cast<uint64_t>(json_int(root, "output_size").value_or(-1));
-  r.output_xxh3 = json_string(root, "output_xxh3").value_or("");
-  return r;
-}
-
-// xxh3 of a whole file, streamed.
-std::optional<std::string> file_xxh3(const std::string& path) {
-  MappedFile f;
-  IoError err;
-  if (!f.open(path, err)) return std::nullopt;
-  Xxh3 h;
-  std::vector<uint8_t> buf(1u << 20);
-  for (uint64_t pos = 0; pos < f.size();) {
-    uint64_t n = std::min<uint64_t>(buf.size(), f.size() - pos);
-    if (!f.read_at(pos, std::span<uint8_t>(buf.data(), n), err)) return std::nullopt;
-    h.update(std::span<const uint8_t>(buf.data(), n));
-    pos += n;
-  }
-  return xxh3_hex(h.digest());
-}
-
-// A shard is finished when its record matches this input and plan and the output file
-// still hashes to what the record says.
-bool shard_already_done(const LoadedModel& in, const PlannedShard& shard, const std::string& out_dir) {
-  auto rec = read_record(record_path(out_dir, shard.name));
-  if (!rec || !same_input_identity(*rec, input_identity(in, shard))) return false;
-  std::string out_path = (fs::path(out_dir) / shard.name).string();
-  std::error_code ec;
-  if (fs::file_size(out_path, ec) != rec->output_size || ec) return false;
-  return file_xxh3(out_path) == rec->output_xxh3;
-}
-
 bool copy_side_file(const fs::path& from, const fs::path& to, std::string& error) {
   std::error_code ec;
   fs::create_directories(to.parent_path(), ec);
@@ -192,14 +139,25 @@ bool is_stale_temp(const std::string& name) {
   return name.find_first_not_of("0123456789", pos + 5) == std::string::npos;
 }
 
+// ".<shard>.tmp.<pid>" or ".<shard>.json.tmp.<pid>" (its record) for one of `shards`.
+bool temp_belongs_to(const std::string& temp, const std::vector<std::string>& shards) {
+  std::string base = temp.substr(1, temp.rfind(".tmp.") - 1);
+  if (base.ends_with(".json")) base.resize(base.size() - 5);
+  return std::find(shards.begin(), shards.end(), base) != shards.end();
+}
+
 // Temporaries of an interrupted run never become outputs; remove them before resuming.
-void remove_stale_temps(const std::string& out_dir) {
+// A partition removes only the temporaries of its own shards and records: the other
+// partitions may be writing theirs into the same OUT right now.
+void remove_stale_temps(const std::string& out_dir, const std::vector<std::string>* only_for = nullptr) {
   std::error_code ec;
   if (!fs::is_directory(out_dir, ec)) return;
   std::vector<fs::path> stale;
   for (auto it = fs::recursive_directory_iterator(out_dir, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec))
-    if (it->is_regular_file(ec) && is_stale_temp(it->path().filename().string())) stale.push_back(it->path());
+    if (it->is_regular_file(ec) && is_stale_temp(it->path().filename().string()) &&
+        (!only_for || temp_belongs_to(it->path().filename().string(), *only_for)))
+      stale.push_back(it->path());
   for (const auto& p : stale) fs::remove(p, ec);
 }
 
@@ -219,10 +177,10 @@ uint64_t peak_rss() {
 }
 
 bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r,
-                  const std::vector<bool>& done) {
+                  const std::vector<bool>& done, const std::vector<bool>& owned) {
   uint64_t total = 0, written = 0;
   for (size_t i = 0; i < r.plan.shards.size(); ++i)
-    if (!done[i]) total += r.plan.shards[i].file_bytes;
+    if (owned[i] && !done[i]) total += r.plan.shards[i].file_bytes;
   ShardWriteOptions wo;
   wo.memory_budget = o.memory_budget;
   wo.on_progress = [&](uint64_t n) {
@@ -231,6 +189,7 @@ bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport&
   };
   for (size_t i = 0; i < r.plan.shards.size(); ++i) {
     const PlannedShard& shard = r.plan.shards[i];
+    if (!owned[i]) continue;  // another partition's
     if (done[i]) {
       ++r.shards_resumed;
       continue;
@@ -242,6 +201,8 @@ bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport&
       return false;
     }
     std::string error;
+    result.record.partition_index = o.partition.index;
+    result.record.partition_count = o.partition.count;
     if (!write_file_atomic(record_path(o.output, shard.name), record_json(result.record), error)) {
       fail(r, ConvertStatus::io_error, "IO_WRITE", shard.name, error);
       return false;
@@ -288,11 +249,17 @@ void finish(ConvertReport& r, std::chrono::steady_clock::time_point start) {
   r.peak_rss_bytes = peak_rss();
 }
 
-}  // namespace
-
-std::string record_path(const std::string& out_dir, const std::string& shard) {
-  return (fs::path(out_dir) / ".ckptkit" / "records" / (shard + ".json")).string();
+// --finalize: every shard verified first; only then the side files, index and config.
+ConvertReport& finalize_output(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
+  if (!verify_partitioned_output(in, r.plan, o.output, o.partitions, r.finalize, r.findings)) {
+    r.status = r.findings.has_io_errors() ? ConvertStatus::io_error : ConvertStatus::input_error;
+    return r;
+  }
+  if (!o.dry_run && write_side_files(o, r)) write_index_and_config(in, o, r);  // --dry-run: check only
+  return r;
 }
+
+}  // namespace
 
 bool parse_size(const std::string& text, uint64_t& bytes) {
   if (text.empty()) return false;
@@ -332,13 +299,31 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
     return r;
   }
   if (!rewrite_input_config(in, r)) return r;
+  if (o.finalize) {
+    finalize_output(in, o, r);
+    finish(r, start);
+    return r;
+  }
 
+  // A partition converts only its own shards and always skips those already verified
+  // (a resubmitted array task finishes the job); the final files are --finalize's.
+  r.partition = o.partition;
+  std::vector<bool> owned(r.plan.shards.size(), true);
+  std::vector<std::string> owned_names;
+  if (o.partition.active()) {
+    r.shard_partition = shard_partitions(r.plan, o.partition.count);
+    for (size_t i = 0; i < owned.size(); ++i) {
+      owned[i] = r.shard_partition[i] == o.partition.index;
+      if (owned[i]) owned_names.push_back(r.plan.shards[i].name);
+    }
+  }
   std::vector<bool> done(r.plan.shards.size(), false);
-  if (o.resume && !o.dry_run)
-    for (size_t i = 0; i < done.size(); ++i) done[i] = shard_already_done(in, r.plan.shards[i], o.output);
-  r.disk_needed = r.plan.side_bytes + r.config_json.size() + index_json(r.plan).size();
+  if ((o.resume || (o.partition.active() && !o.overwrite)) && !o.dry_run)
+    for (size_t i = 0; i < done.size(); ++i)
+      done[i] = owned[i] && shard_already_done(in, r.plan.shards[i], o.output);
+  r.disk_needed = o.partition.active() ? 0 : r.plan.side_bytes + r.config_json.size() + index_json(r.plan).size();
   for (size_t i = 0; i < done.size(); ++i)
-    if (!done[i]) r.disk_needed += r.plan.shards[i].file_bytes;
+    if (owned[i] && !done[i]) r.disk_needed += r.plan.shards[i].file_bytes;
   r.disk_free = free_bytes(o.output);
   if (o.dry_run) {
     finish(r, start);
@@ -350,12 +335,15 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
              std::to_string(r.disk_free) + " free; nothing was written");
     return r;
   }
-  remove_stale_temps(o.output);
+  remove_stale_temps(o.output, o.partition.active() ? &owned_names : nullptr);
   std::error_code ec;
   fs::create_directories(fs::path(record_path(o.output, "x")).parent_path(), ec);
   if (ec) return fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, "cannot create " + o.output + ": " + ec.message());
   kill_point("output directory created");
-  if (write_side_files(o, r) && write_shards(in, o, r, done)) write_index_and_config(in, o, r);
+  if (o.partition.active())
+    write_shards(in, o, r, done, owned);
+  else if (write_side_files(o, r) && write_shards(in, o, r, done, owned))
+    write_index_and_config(in, o, r);
   finish(r, start);
   return r;
 }

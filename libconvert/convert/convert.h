@@ -6,9 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
+#include "convert/finalize.h"
+#include "convert/partition.h"
 #include "convert/plan.h"
+#include "convert/records.h"  // record_path: where --resume looks for per-shard records
 #include "core/findings.h"
 
 namespace ckpt {
@@ -21,6 +25,12 @@ struct ConvertOptions {
   bool resume = false;     // skip shards whose record still matches input and output
   bool overwrite = false;  // allow a non-empty OUT; every output is rewritten
   uint64_t memory_budget = 1ull << 30;
+  // Scale-out (README "Scaling out"): convert only the shards of partition I of N and
+  // their records, never the index/config; or --finalize: verify every shard's record
+  // and output, then write the index, config and side files.
+  PartitionSpec partition;
+  bool finalize = false;
+  std::optional<uint32_t> partitions;  // --finalize: the count that names partitions to rerun
   std::function<void(uint64_t done, uint64_t total)> progress;  // output bytes
 };
 
@@ -36,14 +46,14 @@ struct ConvertReport {
   uint64_t shards_written = 0, shards_resumed = 0;
   double seconds = 0;
   uint64_t peak_rss_bytes = 0;
+  PartitionSpec partition;                  // --partition I/N of this run
+  std::vector<uint32_t> shard_partition;    // partition of every planned shard (partitioned runs)
+  FinalizeCheck finalize;                   // --finalize
   std::map<size_t, RemapStats> remap_stats;  // per ConversionPlan::fused index (shards written this run)
   Findings findings;
 };
 
 ConvertReport convert_checkpoint(const ConvertOptions& options);
-
-// Where --resume looks for per-shard records: OUT/.ckptkit/records/<shard>.json.
-std::string record_path(const std::string& out_dir, const std::string& shard);
 
 // "1G", "512M", "1048576" -> bytes (binary units); false when unparsable.
 bool parse_size(const std::string& text, uint64_t& bytes);

@@ -30,6 +30,7 @@ struct ShardRecord {
   uint64_t output_size = 0;
   std::string output_xxh3;        // of the whole output file
   std::string tool_version;
+  uint32_t partition_index = 0, partition_count = 0;  // the --partition I/N that wrote it (count 0: none)
 };
 
 enum class WriteStatus { ok, input_error, io_error };

@@ -59,7 +59,55 @@ void write_remap(JsonWriter& w, const ConvertReport& r) {
   w.end_array();
 }
 
+// Scale-out: the partition assignment (every partition's shards and bytes, so one
+// --dry-run shows the whole split) and the --finalize check.
+void write_partition(JsonWriter& w, const ConvertReport& r, const ConvertOptions& o) {
+  if (r.partition.active()) {
+    auto bins = partition_bins(r.shard_partition, shard_file_bytes(r.plan), r.partition.count);
+    w.key("partition").begin_object().key("index").value(r.partition.index).key("count").value(r.partition.count);
+    w.key("bins").begin_array();
+    for (uint32_t b = 0; b < bins.size(); ++b) {
+      w.begin_object().key("index").value(b).key("file_bytes").value(bins[b].bytes).key("shards").begin_array();
+      for (size_t i : bins[b].items) w.value(r.plan.shards[i].name);
+      w.end_array().end_object();
+    }
+    w.end_array().end_object();
+  }
+  if (o.finalize) {
+    w.key("finalize").begin_object().key("partitions").value(r.finalize.partitions);
+    w.key("shards_verified").value(r.finalize.shards_verified).key("bytes_verified").value(r.finalize.bytes_verified);
+    w.key("rerun").begin_array();
+    for (uint32_t p : r.finalize.rerun) w.value(p);
+    w.end_array().end_object();
+  }
+}
+
+void print_partition(const ConvertReport& r, const ConvertOptions& o, std::ostream& out) {
+  if (r.partition.active() && r.dry_run) {
+    auto bins = partition_bins(r.shard_partition, shard_file_bytes(r.plan), r.partition.count);
+    out << "  partitions (" << r.partition.count << ", balanced by output bytes; this run is " << r.partition.text()
+        << "):\n";
+    for (uint32_t b = 0; b < bins.size(); ++b) {
+      out << (b == r.partition.index ? "  * " : "    ") << b << "/" << r.partition.count << ": "
+          << bins[b].items.size() << (bins[b].items.size() == 1 ? " shard, " : " shards, ") << with_commas(bins[b].bytes)
+          << " bytes";
+      for (size_t k = 0; k < bins[b].items.size(); ++k) out << (k ? ", " : ": ") << r.plan.shards[bins[b].items[k]].name;
+      out << "\n";
+    }
+  }
+  if (o.finalize && r.status == ConvertStatus::ok)
+    out << "  verified " << r.finalize.shards_verified << " shards (" << with_commas(r.finalize.bytes_verified)
+        << " bytes: records, input identity, output size and xxh3)"
+        << (r.dry_run ? "; nothing written (dry run)\n" : "; wrote the side files, index and config.json\n");
+}
+
 }  // namespace
+
+std::vector<uint64_t> shard_file_bytes(const ConversionPlan& plan) {
+  std::vector<uint64_t> bytes;
+  for (const auto& s : plan.shards) bytes.push_back(s.file_bytes);
+  return bytes;
+}
 
 const char* convert_status_name(ConvertStatus s) {
   switch (s) {
@@ -97,6 +145,7 @@ std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o)
   w.key("shards_written").value(r.shards_written).key("shards_resumed").value(r.shards_resumed);
   w.key("bytes_written").value(r.bytes_written).key("seconds").value(r.seconds);
   w.key("peak_rss_bytes").value(r.peak_rss_bytes).end_object();
+  write_partition(w, r, o);
   write_findings_json(w, r.findings);
   w.end_object();
   return w.str() + "\n";
@@ -109,6 +158,11 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
         << (f.tensor.empty() ? "" : " [" + f.tensor + "]") << ": " << f.message << "\n";
   if (r.status != ConvertStatus::ok) {
     out << "ckpt convert: FAILED (" << convert_status_name(r.status) << ")\n";
+    return;
+  }
+  if (o.finalize) {
+    print_partition(r, o, out);
+    out << (r.dry_run ? "checked " : "finalized ") << o.output << "\n";
     return;
   }
   if (r.dry_run) {
@@ -138,6 +192,7 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
     if (st.overflow || st.vanished_nonzero)
       out << "  " << p.fused[index].block << " " << p.fused[index].matrix << ": " << st.vanished_nonzero
           << " nonzero weights remapped to 0, " << st.overflow << " overflows\n";
+  if (!o.finalize) print_partition(r, o, out);
   out << "  disk needed " << with_commas(r.disk_needed) << " bytes, free " << with_commas(r.disk_free)
       << (r.dry_run && r.disk_needed > r.disk_free ? " -- NOT ENOUGH: the conversion would stop before writing" : "")
       << "\n";
@@ -146,6 +201,9 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
   double gbps = r.seconds > 0 ? static_cast<double>(r.bytes_written) / r.seconds / 1e9 : 0;
   std::snprintf(rate, sizeof rate, "%.2f s (%.2f GB/s), peak memory %.0f MiB", r.seconds, gbps,
                 static_cast<double>(r.peak_rss_bytes) / (1 << 20));
+  if (r.partition.active())
+    out << "  partition " << r.partition.text() << ": " << r.shards_written + r.shards_resumed << " of "
+        << p.shards.size() << " shards are this partition's; run --finalize when every partition is done\n";
   out << "  read " << with_commas(p.bytes_in) << " bytes, wrote " << r.shards_written << " shards ("
       << r.shards_resumed << " already done), " << with_commas(r.bytes_written) << " bytes in " << rate << "\n";
   out << "converted " << o.input << " -> " << o.output << "\n";

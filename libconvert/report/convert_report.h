@@ -4,6 +4,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "convert/convert.h"
 
@@ -14,5 +15,7 @@ inline constexpr const char* kConvertSchemaId = "ckptkit/convert-report/v1";
 std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o);
 void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::ostream& out);
 const char* convert_status_name(ConvertStatus s);
+// Every planned shard's output file bytes (the weights partitions are balanced by).
+std::vector<uint64_t> shard_file_bytes(const ConversionPlan& plan);
 
 }  // namespace ckpt

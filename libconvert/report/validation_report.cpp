@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "report/json_writer.h"
+#include "validate/merge.h"
 
 namespace ckpt {
 namespace {
@@ -68,6 +69,13 @@ std::string validation_report_json(const ValidationReport& r) {
   w.end_object();
   write_files(w, r);
   write_tensors(w, r);
+  if (r.partition.active()) {  // a partial report, for `ckpt validate --merge`
+    w.key("partition").begin_object().key("index").value(r.partition.index).key("count").value(r.partition.count);
+    w.key("inventory_sha256").value(inventory_sha256(r));
+    w.key("files").begin_array();
+    for (const auto& f : r.partition_files) w.value(f);
+    w.end_array().end_object();
+  }
   write_findings_json(w, r.findings);
   w.end_object();
   return w.str() + "\n";
@@ -104,6 +112,10 @@ void print_validation_human(const ValidationReport& r, std::ostream& out, size_t
     std::snprintf(rate, sizeof rate, "%.2f s (%.0f MB/s)", r.seconds, mbps);
     out << "  read " << with_commas(r.bytes_read) << " bytes in " << rate << "\n";
   }
+  if (r.partition.active())
+    out << "  partition " << r.partition.text() << ": read " << r.partition_files.size() << " of " << r.files.size()
+        << " files" << (r.partition.index == 0 ? "" : "; structural findings are in partition 0's report")
+        << "; merge the " << r.partition.count << " reports with `ckpt validate --merge`\n";
   for (const auto& f : r.files)
     if (!f.sha256.empty() || !f.hub_status.empty())
       out << "  " << (f.sha256.empty() ? std::string(64, '-') : f.sha256) << "  " << f.name

@@ -141,16 +141,17 @@ std::string count_text(uint64_t n, const char* what) { return std::to_string(n) 
 uint64_t scan_total_bytes(const ModelView& view, const ScanRequest& req) {
   uint64_t total = 0;
   if (req.sha256) {
-    for (const auto& p : view.file_paths) {
+    for (size_t f = 0; f < view.file_paths.size(); ++f) {
+      if (!req.wants(f)) continue;
       std::error_code ec;
-      auto size = std::filesystem::file_size(p, ec);
+      auto size = std::filesystem::file_size(view.file_paths[f], ec);
       if (!ec) total += size;
     }
     return total;
   }
   if (req.values)
     for (const auto& t : view.tensors)
-      if (t.payload_ok) total += t.nbytes;
+      if (t.payload_ok && req.wants(t.file)) total += t.nbytes;
   return total;
 }
 
@@ -161,6 +162,7 @@ void scan_model(const ModelView& view, const ScanRequest& req, std::vector<Tenso
   std::vector<std::unique_ptr<MappedFile>> maps(view.files.size());
   std::vector<std::vector<uint32_t>> tensors_of(view.files.size());
   for (size_t f = 0; f < view.files.size(); ++f) {
+    if (!req.wants(f)) continue;  // another partition's file
     IoError err;
     auto mf = std::make_unique<MappedFile>();
     if (!mf->open(view.file_paths[f], err)) {

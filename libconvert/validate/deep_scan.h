@@ -40,6 +40,8 @@ struct ScanRequest {
   bool values = false;  // per-tensor xxh3 + NaN/Inf/code checks
   bool sha256 = false;  // whole-file SHA-256
   std::function<void(uint64_t bytes)> on_progress;  // called with bytes just consumed (any thread)
+  std::vector<bool> only_files;  // non-empty: read only the files j with only_files[j] (--partition)
+  bool wants(size_t file) const { return only_files.empty() || (file < only_files.size() && only_files[file]); }
 };
 
 // Scans every file of the view. results[i] belongs to view.tensors[i]; files[j] to view.files[j].

@@ -98,8 +98,24 @@ void fill_inventory(const LoadedModel& model, ValidationReport& report) {
   }
 }
 
-void run_scan(const LoadedModel& model, const ValidateOptions& options, ValidationReport& report) {
+// --partition: the files this partition reads; structural findings stay with partition 0.
+std::vector<bool> claim_partition(const ValidateOptions& options, ValidationReport& report) {
+  if (!options.partition.active()) return {};
+  report.partition = options.partition;
+  auto owner = file_partitions(report, options.partition.count);
+  std::vector<bool> mine(owner.size());
+  for (size_t i = 0; i < owner.size(); ++i) {
+    mine[i] = owner[i] == options.partition.index;
+    if (mine[i]) report.partition_files.push_back(report.files[i].name);
+  }
+  if (options.partition.index != 0) report.findings = Findings{};
+  return mine;
+}
+
+void run_scan(const LoadedModel& model, const ValidateOptions& options, const std::vector<bool>& mine,
+              ValidationReport& report) {
   ScanRequest req;
+  req.only_files = mine;
   req.values = options.deep;
   req.sha256 = options.sha256;
   uint64_t total = scan_total_bytes(model.view, req);
@@ -126,12 +142,30 @@ void run_scan(const LoadedModel& model, const ValidateOptions& options, Validati
 
 }  // namespace
 
+std::vector<uint32_t> file_partitions(const ValidationReport& report, uint32_t n) {
+  std::vector<uint64_t> sizes;
+  std::vector<std::string> names;
+  for (const auto& f : report.files) {
+    sizes.push_back(f.size);
+    names.push_back(f.name);
+  }
+  return assign_partitions(sizes, names, n);
+}
+
 ValidationReport validate_path(const std::string& path, const ValidateOptions& options) {
   auto start = std::chrono::steady_clock::now();
   ValidationReport report;
   report.path = path;
   report.deep = options.deep;
   report.sha256 = options.sha256 || !options.hub_sha256_file.empty();
+  if (options.partition.active() && (!options.reference.empty() || !options.hub_sha256_file.empty() ||
+                                     is_expert_pack(path))) {
+    report.partition = options.partition;
+    report.findings.error("VALIDATE_PARTITION", path, "", std::nullopt,
+                          "--partition splits the plain --deep / --sha256 scan only; run --reference, --hub-sha256 "
+                          "and expert packs in one process");
+    return report;
+  }
   // An expert pack (`ckpt repack-experts` output) is checked by its own validator.
   if (is_expert_pack(path)) {
     report.format = "expert-pack";
@@ -143,15 +177,18 @@ ValidationReport validate_path(const std::string& path, const ValidateOptions& o
   StReadOptions read_options;
   read_options.mode = options.mode;
   LoadedModel model;
-  if (load_model(path, read_options, model, report.findings)) {
+  if (!load_model(path, read_options, model, report.findings)) {
+    claim_partition(options, report);  // nothing to read: the findings stay with partition 0
+  } else {
     fill_inventory(model, report);
     report.profile = options.profile == "auto" ? detect_profile(model) : options.profile;
     run_profile(report.profile, model, report.findings);
     if (!options.reference.empty()) check_against_reference(model, options.reference, options.deep, report.findings);
+    std::vector<bool> mine = claim_partition(options, report);
     if (options.deep || report.sha256) {
       ValidateOptions scan_options = options;
       scan_options.sha256 = report.sha256;
-      run_scan(model, scan_options, report);
+      run_scan(model, scan_options, mine, report);
     }
     if (!options.hub_sha256_file.empty()) check_hub_hashes(options.hub_sha256_file, report);
   }

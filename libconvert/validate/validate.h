@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "convert/partition.h"
 #include "core/findings.h"
 #include "formats/safetensors.h"
 
@@ -20,6 +21,10 @@ struct ValidateOptions {
   std::string hub_sha256_file;  // "name sha256" lines; implies sha256
   std::string reference;        // the unconverted input: check PATH as its conversion
   StMode mode = StMode::strict;
+  // --partition I/N: deep-read (and --sha256) only the files of partition I (LPT over
+  // file sizes); structural findings only in partition 0, so `validate --merge` of the
+  // N partial reports equals a single-process report. Not with reference/hub lists.
+  PartitionSpec partition;
   // Called with (bytes done, bytes total) while reading payload; may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
 };
@@ -50,7 +55,13 @@ struct ValidationReport {
   std::vector<FileReport> files;
   std::vector<TensorReport> tensors;
   Findings findings;
+  // A partial report (--partition): which partition, and the files it read.
+  PartitionSpec partition;
+  std::vector<std::string> partition_files;
 };
+
+// The partition (0..n-1) of every file of the report's inventory: LPT over file sizes.
+std::vector<uint32_t> file_partitions(const ValidationReport& report, uint32_t n);
 
 // Runs the validation. Never throws; everything found is in report.findings.
 ValidationReport validate_path(const std::string& path, const ValidateOptions& options);

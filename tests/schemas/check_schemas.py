@@ -28,6 +28,8 @@ def main() -> int:
         ("convert-report.schema.json", ["convert", "--dry-run", "--experts", "int8-shift", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
         ("convert-report.schema.json", ["convert", "--dry-run", "--experts", "bf16", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
         ("inspect.schema.json", ["inspect", "--json", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
+        ("validation-report.schema.json", ["validate", "--deep", "--partition", "1/3", "--json", "-", str(fixtures / "oracle/dsv4-tiny")]),
+        ("convert-report.schema.json", ["convert", "--dry-run", "--partition", "2/3", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
     ]
     failed = 0
     import tempfile
@@ -56,6 +58,27 @@ def main() -> int:
             runs.append(("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", *args]))
         for schema_name, args in runs:
             failed += check_run(ckpt, schemas, schema_name, args)
+    # Scale-out: partitions, --finalize (refused, then done) and validate --merge, in a scratch directory.
+    with tempfile.TemporaryDirectory() as tmp:
+        tiny, out = str(fixtures / "oracle/dsv4-tiny"), tmp + "/out"
+        subprocess.run([ckpt, "convert", "-q", "--partition", "0/2", tiny, out], capture_output=True)
+        refused = subprocess.run([ckpt, "convert", "--finalize", "--json", "-", tiny, out], capture_output=True, text=True).stdout
+        subprocess.run([ckpt, "convert", "-q", "--partition", "1/2", tiny, out], capture_output=True)
+        done = subprocess.run([ckpt, "convert", "--finalize", "--json", "-", tiny, out], capture_output=True, text=True).stdout
+        for i in range(2):
+            subprocess.run([ckpt, "validate", "-q", "--deep", "--partition", f"{i}/2", "--json", f"{tmp}/part-{i}.json", tiny],
+                           capture_output=True)
+        merged = subprocess.run([ckpt, "validate", "--merge", f"{tmp}/part-0.json", f"{tmp}/part-1.json", "--json", "-"],
+                                capture_output=True, text=True).stdout
+        for schema_name, what, text in [("convert-report.schema.json", "convert --finalize (refused)", refused),
+                                        ("convert-report.schema.json", "convert --finalize", done),
+                                        ("validation-report.schema.json", "validate --merge", merged)]:
+            try:
+                jsonschema.Draft202012Validator(schemas[schema_name]).validate(json.loads(text))
+                print(f"ok   {schema_name}: {what}")
+            except Exception as e:
+                failed += 1
+                print(f"FAIL {schema_name}: {what}: {str(e)[:400]}")
     return 1 if failed else 0
 
 

@@ -1,0 +1,133 @@
+#include "convert/finalize.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <tbb/parallel_for.h>
+
+#include "convert/partition.h"
+#include "convert/records.h"
+#include "convert/shard_writer.h"
+
+namespace ckpt {
+namespace fs = std::filesystem;
+namespace {
+
+enum class ShardState { ok, missing, incomplete, stale, output_missing, output_mismatch };
+
+struct ShardCheck {
+  ShardState state = ShardState::ok;
+  std::optional<ShardRecord> record;
+  std::string detail;
+};
+
+ShardCheck check_shard(const LoadedModel& in, const PlannedShard& shard, const std::string& out_dir) {
+  ShardCheck c;
+  std::error_code ec;
+  std::string rec_path = record_path(out_dir, shard.name);
+  if (!fs::exists(rec_path, ec)) {
+    c.state = ShardState::missing;
+    return c;
+  }
+  c.record = read_record(rec_path);
+  if (!c.record || !record_complete(*c.record) || c.record->shard != shard.name) {
+    c.state = ShardState::incomplete;
+    c.detail = "its record " + rec_path + " is unreadable or incomplete";
+    return c;
+  }
+  ShardRecord now = input_identity(in, shard);
+  if (!same_input_identity(*c.record, now)) {
+    c.state = ShardState::stale;
+    c.detail = c.record->plan_xxh3 != now.plan_xxh3
+                   ? "its record was written for another plan (options or tool version differ)"
+                   : "the input shard changed since it was converted (size, mtime or header differ)";
+    return c;
+  }
+  std::string out_path = (fs::path(out_dir) / shard.name).string();
+  uint64_t size = fs::file_size(out_path, ec);
+  if (ec) {
+    c.state = ShardState::output_missing;
+    c.detail = "the output file is missing";
+    return c;
+  }
+  if (size != c.record->output_size) {
+    c.state = ShardState::output_mismatch;
+    c.detail = "the output is " + std::to_string(size) + " bytes, the record says " +
+               std::to_string(c.record->output_size);
+    return c;
+  }
+  auto hash = file_xxh3(out_path);
+  if (!hash || *hash != c.record->output_xxh3) {
+    c.state = ShardState::output_mismatch;
+    c.detail = hash ? "the output hashes to xxh3 " + *hash + ", the record says " + c.record->output_xxh3
+                    : "the output cannot be read";
+  }
+  return c;
+}
+
+const char* state_code(ShardState s) {
+  switch (s) {
+    case ShardState::missing: return "CONVERT_SHARD_MISSING";
+    case ShardState::incomplete: return "CONVERT_SHARD_INCOMPLETE";
+    case ShardState::stale: return "CONVERT_SHARD_STALE";
+    default: return "CONVERT_SHARD_MISMATCH";
+  }
+}
+
+}  // namespace
+
+std::vector<uint32_t> shard_partitions(const ConversionPlan& plan, uint32_t n) {
+  std::vector<uint64_t> bytes;
+  std::vector<std::string> names;
+  for (const auto& s : plan.shards) {
+    bytes.push_back(s.file_bytes);
+    names.push_back(s.name);
+  }
+  return assign_partitions(bytes, names, n);
+}
+
+bool verify_partitioned_output(const LoadedModel& in, const ConversionPlan& plan, const std::string& out_dir,
+                               std::optional<uint32_t> partitions, FinalizeCheck& check, Findings& findings) {
+  std::vector<ShardCheck> checks(plan.shards.size());
+  tbb::parallel_for(size_t{0}, plan.shards.size(),
+                    [&](size_t i) { checks[i] = check_shard(in, plan.shards[i], out_dir); },
+                    tbb::simple_partitioner());
+  // The count that names partitions: given, else the one the records carry.
+  uint32_t n = partitions.value_or(0);
+  if (!partitions)
+    for (const auto& c : checks)
+      if (c.record) n = std::max(n, c.record->partition_count);
+  check.partitions = n;
+  std::vector<uint32_t> owner = n ? shard_partitions(plan, n) : std::vector<uint32_t>(plan.shards.size(), 0);
+  std::set<uint32_t> rerun;
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const PlannedShard& shard = plan.shards[i];
+    const ShardCheck& c = checks[i];
+    if (c.state == ShardState::ok) {
+      ++check.shards_verified;
+      check.bytes_verified += shard.file_bytes;
+      continue;
+    }
+    std::string part = n ? std::to_string(owner[i]) + "/" + std::to_string(n) : std::string();
+    if (n) rerun.insert(owner[i]);
+    std::string what = c.state == ShardState::missing ? "has no record (its partition did not finish it)" : c.detail;
+    std::string action = n ? "; rerun partition " + part + " (array/completion index " + std::to_string(owner[i]) + ")"
+                           : "; rerun its partition (no record names the partition count: pass --partitions N to "
+                             "name it)";
+    findings.error(state_code(c.state), shard.name, "", std::nullopt,
+                   "shard " + shard.name + (n ? " of partition " + part : std::string()) + ": " + what + action);
+  }
+  if (check.shards_verified == plan.shards.size()) return true;
+  std::string list;
+  for (uint32_t p : rerun) list += (list.empty() ? "" : ",") + std::to_string(p);
+  check.rerun.assign(rerun.begin(), rerun.end());
+  findings.error("CONVERT_RERUN", out_dir, "", std::nullopt,
+                 std::to_string(plan.shards.size() - check.shards_verified) + " of " +
+                     std::to_string(plan.shards.size()) + " shards are not finished" +
+                     (n ? "; rerun partitions " + list + " of " + std::to_string(n) : std::string()) +
+                     "; nothing final (index, config.json, side files) was written");
+  return false;
+}
+
+}  // namespace ckpt
