@@ -9,7 +9,7 @@ DEB_PACKAGES = cmake g++ make pkg-config libcli11-dev libsimdjson-dev libxxhash-
                libtbb-dev libgtest-dev python3-jsonschema
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build asan-build demo test test-normal asan bench clean
+.PHONY: all deps build asan-build demo test test-normal asan bench golden-update clean
 
 all: build
 
@@ -51,6 +51,11 @@ test: test-normal asan
 
 bench: build
 	bash bench/run.sh $(BUILD)/ckpt
+
+# Regenerates golden/*.json (expected hash manifests of the fixtures' conversions) and
+# prints the diff to review before committing.
+golden-update: build
+	bash golden/update.sh $(BUILD)/ckpt
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(DEMO_DIR)
