@@ -23,7 +23,7 @@ namespace {
 
 struct HashArgs {
   std::string path, algo = "xxh3", out, check;
-  bool dequant = false, quiet = false, status = false;
+  bool dequant = false, quiet = false, status = false, no_file_hashes = false;
 };
 
 // "  hash 1.20 / 3.40 GB" on stderr, redrawn at most every 100 ms, only on a terminal.
@@ -82,6 +82,7 @@ int run_make(const HashArgs& a) {
   o.algos.xxh3 = a.algo != "sha256";
   o.algos.sha256 = a.algo != "xxh3";
   o.dequant = a.dequant;
+  o.file_hashes = !a.no_file_hashes;
   Progress progress(!a.quiet, total_file_bytes(src.view));
   o.on_progress = [&](uint64_t n) { progress.add(n); };
   ckpt::HashManifest m;
@@ -158,6 +159,8 @@ Command add_hash_command(CLI::App& app) {
   c.sub->add_option("--algo", args->algo, "xxh3 (default), sha256 or both")
       ->check(CLI::IsMember({"xxh3", "sha256", "both"}));
   c.sub->add_flag("--dequant", args->dequant, "also hash every tensor's values decoded to little-endian f32");
+  c.sub->add_flag("--no-file-hashes", args->no_file_hashes,
+                  "files get name and size only (tensors in parallel; one SHA-256 pass instead of two)");
   c.sub->add_option("-o,--output", args->out, "write the manifest to FILE atomically (default stdout)");
   c.sub->add_option("-c,--check", args->check, "check PATH against this manifest (NAME: OK / FAILED lines)");
   c.sub->add_flag("-q,--quiet", args->quiet, "no progress; with --check print only FAILED lines");

@@ -91,6 +91,7 @@ CheckResult check_hash_manifest(const HashManifest& expected, const std::string&
   HashOptions o = progress;
   o.algos = expected.algos;
   o.dequant = expected.dequant;
+  o.file_hashes = expected.file_hashes;
   HashManifest actual;
   const bool read_ok = build_hash_manifest(src, o, actual, f);
   CheckResult r = compare_manifests(expected, actual);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include "core/checked_math.h"
 #include "formats/ggml_types.h"
@@ -367,6 +368,7 @@ bool build_hash_manifest(const HashSource& src, const HashOptions& o, HashManife
   m.format = src.kind;
   m.algos = o.algos;
   m.dequant = o.dequant;
+  m.file_hashes = o.file_hashes;
   std::vector<ManifestTensor> tensors(view.tensors.size());
   for (size_t i = 0; i < view.tensors.size(); ++i) {
     const ModelTensor& t = view.tensors[i];
@@ -411,12 +413,35 @@ bool build_hash_manifest(const HashSource& src, const HashOptions& o, HashManife
     std::sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
       return view.tensors[a].offset != view.tensors[b].offset ? view.tensors[a].offset < view.tensors[b].offset : a < b;
     });
-  tbb::parallel_for(size_t{0}, view.files.size(), [&](size_t f) {
-    if (!maps[f]) return;
-    hash_file(*maps[f], view, tensors_of[f], o, tensors, files[f], errors[f], overlapping[f]);
-    for (uint32_t i : overlapping[f])
-      if (errors[f].empty()) hash_tensor_alone(*maps[f], view.tensors[i], o, tensors[i], errors[f]);
-  }, tbb::simple_partitioner());
+  // Enough files for every core: each file is read once, in order, feeding its own hash
+  // and its tensors'. Otherwise (one big GGUF, or no file hashes) tensors are independent
+  // tasks spread over all cores, and each file hash is one more task reading its file.
+  const bool per_file = o.file_hashes && view.files.size() >= static_cast<size_t>(tbb::this_task_arena::max_concurrency());
+  if (!per_file) {
+    std::vector<uint32_t> all;
+    for (auto& list : tensors_of) all.insert(all.end(), list.begin(), list.end());
+    const size_t nfiles = o.file_hashes ? view.files.size() : 0;
+    const std::vector<uint32_t> none;
+    std::vector<std::string> tensor_errors(all.size());
+    tbb::parallel_for(size_t{0}, nfiles + all.size(), [&](size_t k) {
+      if (k < nfiles) {
+        if (maps[k]) hash_file(*maps[k], view, none, o, tensors, files[k], errors[k], overlapping[k]);
+        return;
+      }
+      const uint32_t i = all[k - nfiles];
+      hash_tensor_alone(*maps[view.tensors[i].file], view.tensors[i], o, tensors[i], tensor_errors[k - nfiles]);
+    }, tbb::simple_partitioner());
+    for (size_t k = 0; k < all.size(); ++k)
+      if (!tensor_errors[k].empty() && errors[view.tensors[all[k]].file].empty())
+        errors[view.tensors[all[k]].file] = tensor_errors[k];
+  } else {
+    tbb::parallel_for(size_t{0}, view.files.size(), [&](size_t f) {
+      if (!maps[f]) return;
+      hash_file(*maps[f], view, tensors_of[f], o, tensors, files[f], errors[f], overlapping[f]);
+      for (uint32_t i : overlapping[f])
+        if (errors[f].empty()) hash_tensor_alone(*maps[f], view.tensors[i], o, tensors[i], errors[f]);
+    }, tbb::simple_partitioner());
+  }
   for (size_t f = 0; f < view.files.size(); ++f)
     if (!errors[f].empty()) {
       findings.error("IO_READ", view.files[f], "", std::nullopt, "read failed: " + errors[f]);
@@ -457,6 +482,7 @@ std::string hash_manifest_json(const HashManifest& m) {
     line("algorithms", w.str());
   }
   line("dequant", m.dequant ? "true" : "false");
+  line("file_hashes", m.file_hashes ? "true" : "false");
   {
     JsonWriter w;
     w.begin_object().key("tensor_count").value(m.tensor_count).key("bytes").value(m.tensor_bytes);
@@ -555,7 +581,7 @@ class ManifestParser {
     if (!a.sha256 && !s.empty()) return bad(path + ".sha256", "is present but algorithms does not list sha256");
     return true;
   }
-  bool read_file(simdjson::dom::element e, const std::string& path, const HashAlgos& a, ManifestFile& f);
+  bool read_file(simdjson::dom::element e, const std::string& path, const HashManifest& m, ManifestFile& f);
   bool read_tensor(simdjson::dom::element e, const std::string& path, const HashManifest& m, ManifestTensor& t);
 
   std::string label_;
@@ -563,12 +589,12 @@ class ManifestParser {
   size_t errors_ = 0;
 };
 
-bool ManifestParser::read_file(simdjson::dom::element e, const std::string& path, const HashAlgos& a,
+bool ManifestParser::read_file(simdjson::dom::element e, const std::string& path, const HashManifest& m,
                                ManifestFile& f) {
   if (!only_keys(e, path, {"name", "size", "xxh3", "sha256"})) return false;
   bool ok = str(e, path, "name", f.name, true) & u64(e, path, "size", f.size) & hashes(e, path, f.xxh3, f.sha256);
   if (ok && f.name.empty()) ok = bad(path + ".name", "is empty");
-  return ok && require_algos(path, f.xxh3, f.sha256, a);
+  return ok && require_algos(path, f.xxh3, f.sha256, m.file_hashes ? m.algos : HashAlgos{false, false});
 }
 
 bool ManifestParser::read_tensor(simdjson::dom::element e, const std::string& path, const HashManifest& m,
@@ -609,7 +635,7 @@ bool ManifestParser::read_tensor(simdjson::dom::element e, const std::string& pa
 }
 
 bool ManifestParser::parse(simdjson::dom::element root, HashManifest& m) {
-  if (!only_keys(root, "$", {"schema", "format", "algorithms", "dequant", "model", "files", "tensors"})) return false;
+  if (!only_keys(root, "$", {"schema", "format", "algorithms", "dequant", "file_hashes", "model", "files", "tensors"})) return false;
   std::string schema;
   if (!str(root, "$", "schema", schema, true, 64)) return false;
   if (schema != kHashManifestSchema) return bad("$.schema", "is '" + schema + "', expected '" + kHashManifestSchema + "'");
@@ -630,6 +656,8 @@ bool ManifestParser::parse(simdjson::dom::element root, HashManifest& m) {
   if (!m.algos.xxh3 && !m.algos.sha256) return bad("$.algorithms", "is empty");
   auto dq = json_get(root, "dequant");
   if (!dq || dq->get_bool().get(m.dequant)) return bad("$.dequant", "is missing or not a boolean");
+  auto fh = json_get(root, "file_hashes");
+  if (!fh || fh->get_bool().get(m.file_hashes)) return bad("$.file_hashes", "is missing or not a boolean");
   auto model = json_get(root, "model");
   if (!model) return bad("$.model", "is missing");
   if (!only_keys(*model, "$.model", {"tensor_count", "bytes", "xxh3", "sha256", "f32_xxh3", "f32_sha256"})) return false;
@@ -650,7 +678,7 @@ bool ManifestParser::parse(simdjson::dom::element root, HashManifest& m) {
   for (auto e : files) {
     ManifestFile f;
     const std::string path = "$.files[" + std::to_string(i++) + "]";
-    if (!read_file(e, path, m.algos, f)) return false;
+    if (!read_file(e, path, m, f)) return false;
     if (!seen.insert(f.name).second) return bad(path + ".name", "repeats '" + f.name + "'");
     m.files.push_back(std::move(f));
   }

@@ -67,6 +67,7 @@ struct HashManifest {
   std::string format;  // "safetensors", "gguf", "expert-pack"
   HashAlgos algos;
   bool dequant = false;
+  bool file_hashes = true;  // false: files carry name and size only
   uint64_t tensor_count = 0, tensor_bytes = 0;
   std::string model_xxh3, model_sha256, model_f32_xxh3, model_f32_sha256;
   std::vector<ManifestFile> files;      // sorted by name
@@ -76,6 +77,9 @@ struct HashManifest {
 struct HashOptions {
   HashAlgos algos;
   bool dequant = false;
+  // false: no per-file hashes; every tensor is then read on its own, all in parallel
+  // (one SHA-256 pass over the payload instead of two with --algo sha256).
+  bool file_hashes = true;
   std::function<void(uint64_t bytes)> on_progress;  // bytes just read (any thread)
 };
 

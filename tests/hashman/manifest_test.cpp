@@ -72,6 +72,32 @@ TEST(HashManifest, TensorAndFileHashesAreThoseOfTheirBytes) {
   EXPECT_EQ(hash_manifest_json(m), hash_manifest_json(hash_path(path)));
 }
 
+TEST(HashManifest, WithoutFileHashesTensorsAreHashedTheSame) {
+  // dsv4-tiny (7 files) is read file by file in order; without file hashes every tensor is
+  // its own task: both paths give the same tensor and model hashes.
+  const std::string path = test::fixture("oracle/dsv4-tiny");
+  HashSource src;
+  Findings f;
+  ASSERT_TRUE(open_hash_source(path, src, f));
+  HashOptions o;
+  o.algos = {true, true};
+  o.file_hashes = false;
+  HashManifest lean;
+  ASSERT_TRUE(build_hash_manifest(src, o, lean, f)) << test::describe(f);
+  const HashManifest full = hash_path(path);
+  EXPECT_EQ(lean.model_sha256, full.model_sha256);
+  ASSERT_EQ(lean.tensors.size(), full.tensors.size());
+  for (size_t i = 0; i < lean.tensors.size(); ++i) EXPECT_EQ(lean.tensors[i].sha256, full.tensors[i].sha256);
+  ASSERT_EQ(lean.files.size(), 7u);
+  EXPECT_TRUE(lean.files[0].sha256.empty() && lean.files[0].xxh3.empty());
+  EXPECT_EQ(lean.files[0].size, full.files[0].size);
+  const std::string text = hash_manifest_json(lean);
+  EXPECT_NE(text.find("\"file_hashes\": false"), std::string::npos);
+  HashManifest back;
+  ASSERT_TRUE(parse_hash_manifest(text, "m.json", back, f)) << test::describe(f);
+  EXPECT_EQ(compare_manifests(back, full).failed, 0u);
+}
+
 TEST(HashManifest, DequantHashesEqualGgmlsOwnToFloat) {
   // qwen3next-tiny.ref.json holds, per tensor, the sha256 of ggml's to_float output.
   const HashManifest m = hash_path(test::fixture("ggml/qwen3next-tiny.gguf"), {false, true}, true);
@@ -255,6 +281,8 @@ TEST(HashManifest, ParserRejectsBadManifestsWithAFinding) {
       {"empty name", "\"name\":\"" + t0 + "\"", "\"name\":\"\"", "HASHMAN_FIELD"},
       {"f32 without dequant", "\"file\":", "\"f32_xxh3\":\"0123456789abcdef\",\"file\":", "HASHMAN_FIELD"},
       {"dequant not bool", "\"dequant\": false", "\"dequant\": 0", "HASHMAN_FIELD"},
+      {"file hashes not bool", "\"file_hashes\": true", "\"file_hashes\": 1", "HASHMAN_FIELD"},
+      {"file hash without file_hashes", "\"file_hashes\": true", "\"file_hashes\": false", "HASHMAN_FIELD"},
   };
   for (const auto& c : cases) {
     std::string text = good;

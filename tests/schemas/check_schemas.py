@@ -27,6 +27,13 @@ def main() -> int:
         ("convert-report.schema.json", ["convert", "--dry-run", "--json", "-", str(fixtures / "oracle/dsv4-edge.qw-bf16"), "/tmp/ckpt-schema-out"]),
         ("convert-report.schema.json", ["convert", "--dry-run", "--experts", "int8-shift", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
         ("inspect.schema.json", ["inspect", "--json", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
+        ("hash-manifest.schema.json", ["hash", str(fixtures / "oracle/dsv4-tiny")]),
+        ("hash-manifest.schema.json", ["hash", "--algo", "both", "--dequant", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
+        ("hash-manifest.schema.json", ["hash", "--algo", "sha256", "--dequant", str(fixtures / "oracle/dsv4-edge")]),
+        ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), str(fixtures / "oracle/dsv4-tiny.qw-bf16")]),
+        ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv4-edge.qw-bf16"), str(fixtures / "oracle/dsv4-tiny.qw-bf16")]),
+        ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv3-tiny"), str(fixtures / "oracle/dsv3-tiny")]),
+        ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv3-tiny"), "/nonexistent"]),
     ]
     failed = 0
     # An expert pack's manifest (written by repack-experts, not printed): check the file itself.
@@ -41,8 +48,22 @@ def main() -> int:
         except Exception as e:
             failed += 1
             print(f"FAIL expert-pack-manifest.schema.json: {str(e)[:400]}")
-    for schema_name, args in runs:
-        out = subprocess.run([ckpt, *args], capture_output=True, text=True).stdout
+    # Golden manifests are checked in: each must validate too.
+    for golden in sorted((source / "golden").glob("*.json")):
+        try:
+            jsonschema.Draft202012Validator(schemas["hash-manifest.schema.json"]).validate(json.loads(golden.read_text()))
+            print(f"ok   hash-manifest.schema.json: {golden.name}")
+        except Exception as e:
+            failed += 1
+            print(f"FAIL hash-manifest.schema.json: {golden.name}: {str(e)[:400]}")
+    # An expert pack's hash manifest.
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([ckpt, "repack-experts", "-q", str(fixtures / "ggml/qwen3next-tiny.gguf"), tmp + "/pack"],
+                       capture_output=True)
+        runs.append(("hash-manifest.schema.json", ["hash", "--dequant", tmp + "/pack"]))
+        results = [(name, args, subprocess.run([ckpt, *args], capture_output=True, text=True).stdout)
+                   for name, args in runs]
+    for schema_name, args, out in results:
         try:
             doc = json.loads(out)
             jsonschema.Draft202012Validator(schemas[schema_name]).validate(doc)
