@@ -40,7 +40,10 @@ class Progress {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
-    std::fprintf(stderr, "\r  hash %.2f / %.2f GB   ", static_cast<double>(done) / 1e9, static_cast<double>(total_) / 1e9);
+    if (total_)
+      std::fprintf(stderr, "\r  hash %.2f / %.2f GB   ", static_cast<double>(done) / 1e9, static_cast<double>(total_) / 1e9);
+    else
+      std::fprintf(stderr, "\r  hash %.2f GB   ", static_cast<double>(done) / 1e9);
     shown_ = true;
   }
 
