@@ -342,6 +342,15 @@ TEST(HashCli, ManifestCheckAndExitCodes) {
   EXPECT_EQ(test::run_ckpt("hash --check " + q(tmp.str("m.json")) + " /nonexistent.gguf").exit_code, 3);
   EXPECT_EQ(test::run_ckpt("hash /nonexistent").exit_code, 3);
   EXPECT_EQ(test::run_ckpt("hash --algo md5 " + q(model)).exit_code, 2);
+  {  // A structurally broken input is a finding (exit 1), named, never a crash.
+    auto whole = test::read_file(model);
+    whole.resize(whole.size() / 2);
+    test::write_file(tmp.str("half.gguf"), whole);
+    auto half = test::run_ckpt("hash " + q(tmp.str("half.gguf")));
+    EXPECT_EQ(half.exit_code, 1) << half.err;
+    EXPECT_NE(half.err.find("GGUF_"), std::string::npos) << half.err;
+    EXPECT_TRUE(half.out.empty());
+  }
   test::write_text(tmp.str("bad.json"), "{\"schema\":1}");
   EXPECT_EQ(test::run_ckpt("hash --check " + q(tmp.str("bad.json")) + " " + q(model)).exit_code, 1);
   // A corrupt copy: exit 1, FAILED lines only with --quiet, nothing with --status.
