@@ -306,6 +306,39 @@ TEST(HashManifest, ParserRejectsBadManifestsWithAFinding) {
   EXPECT_TRUE(f.has_code("HASHMAN_FIELD")) << test::describe(f);
 }
 
+TEST(HashManifest, ParserSurvivesMutatedAndTruncatedInput) {
+  // A cheap stand-in for the fuzzer: deterministic byte flips, insertions and cuts of a
+  // valid manifest either parse or give a finding; never a crash (the ASan run checks).
+  const std::string good = hash_manifest_json(hash_path(test::fixture("oracle/dsv3-tiny"), {true, true}, true));
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  size_t rejected = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = good;
+    const int edits = 1 + static_cast<int>(next() % 4);
+    for (int e = 0; e < edits && !text.empty(); ++e) {
+      const size_t at = next() % text.size();
+      switch (next() % 3) {
+        case 0: text[at] = static_cast<char>(next() & 0xFF); break;
+        case 1: text.insert(at, 1, "{}[]\",:0-e"[next() % 10]); break;
+        default: text.resize(at); break;
+      }
+    }
+    HashManifest out;
+    Findings f;
+    if (!parse_hash_manifest(text, "m.json", out, f)) {
+      ++rejected;
+      EXPECT_TRUE(f.has_errors());
+    }
+  }
+  EXPECT_GT(rejected, 1000u);
+}
+
 TEST(HashManifest, CompareNamesMissingExtraAndChangedTensors) {
   HashManifest a = hash_path(test::fixture("oracle/dsv3-tiny"), {true, false});
   HashManifest b = a;
