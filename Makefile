@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 
-.PHONY: all deps deps-slurm build asan-build demo test test-normal asan bench clean
+.PHONY: all deps deps-slurm build asan-build demo test test-normal asan bench golden-update clean
 
 all: build
 
@@ -62,6 +62,11 @@ test: test-normal asan
 
 bench: build
 	bash bench/run.sh $(BUILD)/ckpt
+
+# Regenerates golden/*.json (expected hash manifests of the fixtures' conversions) and
+# prints the diff to review before committing.
+golden-update: build
+	bash golden/update.sh $(BUILD)/ckpt
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(DEMO_DIR)

@@ -50,6 +50,9 @@ echo "sha256sum FILES:           ${t_sum} s"
 echo "ckpt validate --sha256:    ${t_sha} s"
 echo "ratio sha256 throughput:   $(ratio "$t_sum" "$t_sha")   goal >= 5"
 
+echo "== hash manifests"
+bash "$(dirname "$0")/hash.sh" "$CKPT" "$DATA"
+
 echo "== converter"
 bash "$(dirname "$0")/convert.sh" "$CKPT" "$DATA"
 bash "$(dirname "$0")/convert_bf16.sh" "$CKPT" "$DATA"

@@ -340,6 +340,8 @@ int main(int argc, char** argv) {
 
   ckptcli::Command dump = ckptcli::add_dump_command(app);
   ckptcli::Command repack = ckptcli::add_repack_command(app);
+  ckptcli::Command hash = ckptcli::add_hash_command(app);
+  ckptcli::Command diff = ckptcli::add_diff_command(app);
 
   try {
     app.parse(argc, argv);
@@ -358,5 +360,7 @@ int main(int argc, char** argv) {
   if (*convert) return run_convert(ca);
   if (*dump.sub) return dump.run();
   if (*repack.sub) return repack.run();
+  if (*hash.sub) return hash.run();
+  if (*diff.sub) return diff.run();
   return kUsage;
 }

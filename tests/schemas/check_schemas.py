@@ -30,6 +30,13 @@ def main() -> int:
         ("inspect.schema.json", ["inspect", "--json", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
         ("validation-report.schema.json", ["validate", "--deep", "--partition", "1/3", "--json", "-", str(fixtures / "oracle/dsv4-tiny")]),
         ("convert-report.schema.json", ["convert", "--dry-run", "--partition", "2/3", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), "/tmp/ckpt-schema-out"]),
+        ("hash-manifest.schema.json", ["hash", str(fixtures / "oracle/dsv4-tiny")]),
+        ("hash-manifest.schema.json", ["hash", "--algo", "both", "--dequant", str(fixtures / "ggml/qwen3next-tiny.gguf")]),
+        ("hash-manifest.schema.json", ["hash", "--algo", "sha256", "--dequant", str(fixtures / "oracle/dsv4-edge")]),
+        ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv4-tiny"), str(fixtures / "oracle/dsv4-tiny.qw-bf16")]),
+        ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv4-edge.qw-bf16"), str(fixtures / "oracle/dsv4-tiny.qw-bf16")]),
+        ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv3-tiny"), str(fixtures / "oracle/dsv3-tiny")]),
+        ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv3-tiny"), "/nonexistent"]),
     ]
     failed = 0
     import tempfile
@@ -56,6 +63,8 @@ def main() -> int:
                      ["--json", "-", str(fixtures / "oracle/dsv4-tiny")],
                      ["--json", "-", "--reference", str(fixtures / "oracle/dsv4-tiny"), tmp + "/bf16"]):
             runs.append(("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", *args]))
+        # The expert pack's hash manifest.
+        runs.append(("hash-manifest.schema.json", ["hash", "--dequant", tmp + "/pack"]))
         for schema_name, args in runs:
             failed += check_run(ckpt, schemas, schema_name, args)
     # Scale-out: partitions, --finalize (refused, then done) and validate --merge, in a scratch directory.
@@ -79,6 +88,14 @@ def main() -> int:
             except Exception as e:
                 failed += 1
                 print(f"FAIL {schema_name}: {what}: {str(e)[:400]}")
+    # Golden manifests are checked in: each must validate too.
+    for golden in sorted((source / "golden").glob("*.json")):
+        try:
+            jsonschema.Draft202012Validator(schemas["hash-manifest.schema.json"]).validate(json.loads(golden.read_text()))
+            print(f"ok   hash-manifest.schema.json: {golden.name}")
+        except Exception as e:
+            failed += 1
+            print(f"FAIL hash-manifest.schema.json: {golden.name}: {str(e)[:400]}")
     return 1 if failed else 0
 
 
