@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <filesystem>
 #include <unistd.h>
 
@@ -85,7 +86,34 @@ bool AtomicOutput::commit(std::string& error) {
   return true;
 }
 
+// An existing non-regular target (/dev/null, a FIFO, a terminal) is written in place:
+// renaming a temporary over it would replace the device node with a regular file.
+bool write_in_place(const std::string& path, std::string_view content, std::string& error) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = "cannot open " + path + ": " + errno_text(errno);
+    return false;
+  }
+  const char* p = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = "cannot write " + path + ": " + errno_text(errno);
+      ::close(fd);
+      return false;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return ::close(fd) == 0 || (error = "cannot close " + path + ": " + errno_text(errno), false);
+}
+
 bool write_file_atomic(const std::string& path, std::string_view content, std::string& error) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return write_in_place(path, content, error);
   AtomicOutput out(path);
   if (!out.open(error)) return false;
   if (!out.write(reinterpret_cast<const uint8_t*>(content.data()), content.size(), error)) return false;

@@ -38,6 +38,7 @@ class AtomicOutput {
 };
 
 // A small text file (report, index, config) written with the discipline above.
+// An existing device or FIFO target (/dev/null) is written in place instead.
 bool write_file_atomic(const std::string& path, std::string_view content, std::string& error);
 
 }  // namespace ckpt
