@@ -55,7 +55,7 @@ CKPT_HD float e4m3_to_f32(uint8_t code) {
 
 // FP8 x E8M0 block scale -> BF16 (deepseek-v4.md §7): the product of a 4-bit significand and
 // a power of two is exact in binary32 (smallest 2^-136), then one RNE to BF16.
-CKPT_HD uint16_t fp8_e8m0_to_bf16_general(uint8_t code, uint8_t scale) {
+CKPT_HD_NOINLINE uint16_t fp8_e8m0_to_bf16_general(uint8_t code, uint8_t scale) {
   const uint16_t sign = (code & 0x80) ? 0x8000 : 0;
   if ((code & 0x7F) == 0x7F || scale == 0xFF) return sign | 0x7FC0;
   const float mag = mul_rn(e4m3_to_f32(code & 0x7F), exp2i(static_cast<int>(scale) - 127));

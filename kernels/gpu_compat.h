@@ -66,6 +66,13 @@
 #define CKPT_HD inline
 #endif
 
+// For a rare slow path that must not be inlined (and if-converted) into a hot loop.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define CKPT_HD_NOINLINE __host__ __device__ __noinline__ inline
+#else
+#define CKPT_HD_NOINLINE __attribute__((noinline)) inline
+#endif
+
 // True while compiling device code (either vendor), false for host passes and plain C++.
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 #define CKPT_DEVICE_PASS 1
