@@ -1,5 +1,5 @@
 # ckptkit: two commands on a fresh Debian 12 machine.
-#   make demo   installs the Debian packages it needs, builds, runs synth -> inspect -> validate -> validate --deep
+#   make demo   installs the Debian packages it needs, builds, runs synth -> validate -> convert -> validate --reference -> inspect -> ckpt-gpu verify
 #   make test   the GoogleTest suite twice: a normal build and an AddressSanitizer + UBSan build
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -47,6 +47,10 @@ demo: build
 	./$(BUILD)/ckpt convert $(DEMO_DIR)/dsv4-tiny $(DEMO_DIR)/dsv4-tiny.bf16 --json $(DEMO_DIR)/convert.json
 	./$(BUILD)/ckpt validate --deep --reference $(DEMO_DIR)/dsv4-tiny $(DEMO_DIR)/dsv4-tiny.bf16
 	./$(BUILD)/ckpt inspect $(DEMO_DIR)/dsv4-tiny.bf16
+	@# The GPU runner: on the device when one is present (exit 4 means none), else the kernels' arithmetic on the host.
+	./$(BUILD)/ckpt-gpu verify $(DEMO_DIR)/dsv4-tiny.bf16 --reference $(DEMO_DIR)/dsv4-tiny; rc=$$?; \
+	  if [ $$rc -eq 4 ]; then ./$(BUILD)/ckpt-gpu verify --backend emulate $(DEMO_DIR)/dsv4-tiny.bf16 --reference $(DEMO_DIR)/dsv4-tiny; \
+	  else exit $$rc; fi
 	@echo "reports: $(DEMO_DIR)/report.json $(DEMO_DIR)/convert.json"
 
 test-normal: build
