@@ -31,10 +31,9 @@ class EmulatedBackend final : public DecodeBackend {
 
   bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                    std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
-    if (g.cols == 0 || g.block_rows == 0 || g.block_cols == 0 || w.size() % g.cols || out.size() != w.size())
+    if (!backend_args::fp8_ok(w.size(), row_begin, g, kind, scale.size(), out.size()))
       return fail(error, "fp8_to_bf16: bad arguments");
-    const uint64_t scols = fp8_scale_cols(g), entry = kind == Fp8ScaleKind::e8m0 ? 1 : 4;
-    if (scale.size() != fp8_scale_rows(g) * scols * entry) return fail(error, "fp8_to_bf16: scale grid size");
+    const uint64_t scols = fp8_scale_cols(g);
     for (uint64_t i = 0; i < w.size(); ++i) {
       const uint64_t row = row_begin + i / g.cols, col = i % g.cols;
       const uint64_t s = (row / g.block_rows) * scols + col / g.block_cols;
@@ -49,7 +48,7 @@ class EmulatedBackend final : public DecodeBackend {
 
   bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
                     std::span<float> out, std::string& error) override {
-    if (k % 32 || w.size() != rows * k / 2 || scale.size() != rows * k / 32 || out.size() != rows * k)
+    if (!backend_args::mxfp4_ok(w.size(), scale.size(), rows, k, out.size()))
       return fail(error, "mxfp4_to_f32: bad arguments");
     for (uint64_t i = 0; i < w.size(); ++i) {  // one byte = elements 2i (low) and 2i+1 (high)
       const uint8_t s = scale[(2 * i) / 32];
@@ -61,8 +60,7 @@ class EmulatedBackend final : public DecodeBackend {
 
   bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
                          std::span<int8_t> q, std::string& error) override {
-    if (p.k == 0 || p.k % 32 || tiles.size() != remap_mxfp4_bytes(p) || shift2.size() != remap_shift2_bytes(p) ||
-        q.size() != p.rows * p.k)
+    if (!backend_args::int8_shift_ok(tiles.size(), shift2.size(), p, q.size()))
       return fail(error, "decode_int8_shift: bad arguments");
     const uint64_t groups = (p.rows + 7) / 8, words = tiles.size() / 4;
     for (uint64_t w = 0; w < words; ++w) {  // one GPU thread per tile word
@@ -81,7 +79,7 @@ class EmulatedBackend final : public DecodeBackend {
 
   bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
                             std::span<float> a_scale, std::string& error) override {
-    if (x.size() != m * k || a.size() != x.size() || a_scale.size() != m) return fail(error, "quantize: bad arguments");
+    if (!backend_args::quantize_ok(x.size(), m, k, a.size(), a_scale.size())) return fail(error, "quantize: bad arguments");
     for (uint64_t r = 0; r < m; ++r) {
       float amax = 0;
       for (uint64_t c = 0; c < k; ++c) amax = std::fmax(amax, std::fabs(x[r * k + c]));  // fmaxf skips NaN
@@ -99,9 +97,8 @@ class EmulatedBackend final : public DecodeBackend {
                  std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
                  std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
     const uint64_t n = p.rows, k = p.k;
-    if (k == 0 || k % 32 || a.size() != m * k || a_scale.size() != m || cs.size() != n || out.size() != m * n ||
-        (!acc.empty() && acc.size() != m * n) || tiles.size() != remap_mxfp4_bytes(p) ||
-        shift2.size() != remap_shift2_bytes(p))
+    if (!backend_args::gemm_ok(a.size(), a_scale.size(), tiles.size(), shift2.size(), cs.size(), m, p, acc.size(),
+                               out.size()))
       return fail(error, "int8_gemm: bad arguments");
     std::vector<int8_t> q(n * k);
     if (!decode_int8_shift(tiles, shift2, p, q, error)) return false;

@@ -492,24 +492,20 @@ class GpuBackend final : public DecodeBackend {
 
   bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                    std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
-    if (g.cols == 0 || g.block_rows == 0 || g.block_cols == 0 || w.size() % g.cols || out.size() != w.size())
-      return bad(error, "fp8_to_bf16");
-    const uint64_t scols = fp8_scale_cols(g), entry = kind == Fp8ScaleKind::e8m0 ? 1 : 4;
-    if (scale.size() != fp8_scale_rows(g) * scols * entry) return bad(error, "fp8_to_bf16 (scale grid)");
+    if (!backend_args::fp8_ok(w.size(), row_begin, g, kind, scale.size(), out.size())) return bad(error, "fp8_to_bf16");
+    const uint64_t scols = fp8_scale_cols(g);
     auto* dw = static_cast<uint8_t*>(in_.get(w.size(), error));
     auto* ds = static_cast<uint8_t*>(aux_.get(scale.size(), error));
     auto* dout = static_cast<uint16_t*>(out_.get(out.size_bytes(), error));
     if (!dw || !ds || !dout) return false;
     if (!upload(dw, w.data(), w.size(), error) || !upload(ds, scale.data(), scale.size(), error)) return false;
-    if (w.size() / g.cols + row_begin > g.rows) return bad(error, "fp8_to_bf16 (rows)");
     launch_fp8(dw, w.size(), g, row_begin, kind, ds, scols, dout);
     return finish(dout, out.data(), out.size_bytes(), "fp8 dequant kernel", error);
   }
 
   bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
                     std::span<float> out, std::string& error) override {
-    if (k % 32 || w.size() != rows * k / 2 || scale.size() != rows * k / 32 || out.size() != rows * k)
-      return bad(error, "mxfp4_to_f32");
+    if (!backend_args::mxfp4_ok(w.size(), scale.size(), rows, k, out.size())) return bad(error, "mxfp4_to_f32");
     auto* dw = static_cast<uint8_t*>(in_.get(w.size(), error));
     auto* ds = static_cast<uint8_t*>(aux_.get(scale.size(), error));
     auto* dout = static_cast<float*>(out_.get(out.size_bytes(), error));
@@ -524,8 +520,7 @@ class GpuBackend final : public DecodeBackend {
 
   bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
                          std::span<int8_t> q, std::string& error) override {
-    if (p.k == 0 || p.k % 32 || tiles.size() != remap_mxfp4_bytes(p) || shift2.size() != remap_shift2_bytes(p) ||
-        q.size() != p.rows * p.k)
+    if (!backend_args::int8_shift_ok(tiles.size(), shift2.size(), p, q.size()))
       return bad(error, "decode_int8_shift");
     auto* dt = static_cast<uint8_t*>(in_.get(tiles.size(), error));
     auto* ds = static_cast<uint8_t*>(aux_.get(shift2.size(), error));
@@ -539,7 +534,7 @@ class GpuBackend final : public DecodeBackend {
 
   bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
                             std::span<float> a_scale, std::string& error) override {
-    if (x.size() != m * k || a.size() != x.size() || a_scale.size() != m || m > 65535u * 1024)
+    if (!backend_args::quantize_ok(x.size(), m, k, a.size(), a_scale.size()) || m > 65535u * 1024)
       return bad(error, "quantize_activations");
     if (m == 0) return true;
     auto* dx = static_cast<float*>(in_.get(x.size_bytes(), error));
@@ -556,9 +551,9 @@ class GpuBackend final : public DecodeBackend {
                  std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
                  std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
     const uint64_t n = p.rows, k = p.k;
-    if (k == 0 || k % 32 || a.size() != m * k || a_scale.size() != m || cs.size() != n || out.size() != m * n ||
-        (!acc.empty() && acc.size() != m * n) || tiles.size() != remap_mxfp4_bytes(p) ||
-        shift2.size() != remap_shift2_bytes(p) || m > 65535u * 128 || n >= k4G || k >= k4G)
+    if (!backend_args::gemm_ok(a.size(), a_scale.size(), tiles.size(), shift2.size(), cs.size(), m, p, acc.size(),
+                               out.size()) ||
+        m > 65535u * 128 || n >= k4G || k >= k4G)
       return bad(error, "int8_gemm");
     if (m == 0) return true;
     // One device buffer holds A, scales, tiles, shifts and channel scales back to back.

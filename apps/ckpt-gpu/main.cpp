@@ -22,16 +22,10 @@ namespace {
 enum ExitCode : int { kOk = 0, kFindings = 1, kUsage = 2, kIoError = 3, kNoDevice = 4 };
 
 bool emit(const std::string& target, const std::string& text) {
-  if (target == "-") {
-    std::cout << text << std::flush;
-    return static_cast<bool>(std::cout);
-  }
   std::string error;
-  if (!ckpt::write_file_atomic(target, text, error)) {
-    std::cerr << "ckpt-gpu: " << error << "\n";
-    return false;
-  }
-  return true;
+  if (ckpt::write_report(target, text, error)) return true;
+  std::cerr << "ckpt-gpu: " << error << "\n";
+  return false;
 }
 
 struct VerifyArgs {

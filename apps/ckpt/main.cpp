@@ -66,16 +66,10 @@ class Progress {
 
 // Writes `text` to stdout for "-" or atomically to a file. False on I/O failure.
 bool emit(const std::string& target, const std::string& text) {
-  if (target == "-") {
-    std::cout << text << std::flush;
-    return static_cast<bool>(std::cout);
-  }
   std::string error;
-  if (!ckpt::write_file_atomic(target, text, error)) {
-    std::cerr << "ckpt: " << error << "\n";
-    return false;
-  }
-  return true;
+  if (ckpt::write_report(target, text, error)) return true;
+  std::cerr << "ckpt: " << error << "\n";
+  return false;
 }
 
 ckpt::StMode parse_mode(const std::string& m) { return m == "compat" ? ckpt::StMode::compat : ckpt::StMode::strict; }

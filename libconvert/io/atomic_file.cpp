@@ -1,6 +1,7 @@
 #include "io/atomic_file.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -118,6 +119,15 @@ bool write_file_atomic(const std::string& path, std::string_view content, std::s
   if (!out.open(error)) return false;
   if (!out.write(reinterpret_cast<const uint8_t*>(content.data()), content.size(), error)) return false;
   return out.commit(error);
+}
+
+bool write_report(const std::string& target, std::string_view content, std::string& error) {
+  if (target != "-") return write_file_atomic(target, content, error);
+  if (std::fwrite(content.data(), 1, content.size(), stdout) != content.size() || std::fflush(stdout) != 0) {
+    error = "cannot write to standard output: " + errno_text(errno);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace ckpt

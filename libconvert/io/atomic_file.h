@@ -41,4 +41,8 @@ class AtomicOutput {
 // An existing device or FIFO target (/dev/null) is written in place instead.
 bool write_file_atomic(const std::string& path, std::string_view content, std::string& error);
 
+// A report destination as the CLIs take it: "-" is standard output (flushed), anything else a
+// file written with write_file_atomic.
+bool write_report(const std::string& target, std::string_view content, std::string& error);
+
 }  // namespace ckpt

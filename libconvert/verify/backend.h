@@ -56,6 +56,34 @@ class DecodeBackend {
                            std::string& error) = 0;
 };
 
+// The argument checks every backend makes before it touches memory, in one place so the
+// backends cannot drift apart. Sizes are element counts of the spans passed.
+namespace backend_args {
+
+inline bool fp8_ok(size_t w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind, size_t scale, size_t out) {
+  if (g.cols == 0 || g.block_rows == 0 || g.block_cols == 0 || w % g.cols || out != w) return false;
+  if (w / g.cols > g.rows || row_begin > g.rows - w / g.cols) return false;
+  return scale == fp8_scale_rows(g) * fp8_scale_cols(g) * (kind == Fp8ScaleKind::e8m0 ? 1 : 4);
+}
+inline bool mxfp4_ok(size_t w, size_t scale, uint64_t rows, uint64_t k, size_t out) {
+  return k % 32 == 0 && w == rows * k / 2 && scale == rows * k / 32 && out == rows * k;
+}
+inline bool int8_shift_ok(size_t tiles, size_t shift2, const RemapParams& p, size_t q) {
+  return p.k != 0 && p.k % 32 == 0 && p.rows != 0 && tiles == remap_mxfp4_bytes(p) &&
+         shift2 == remap_shift2_bytes(p) && q == p.rows * p.k;
+}
+inline bool quantize_ok(size_t x, uint64_t m, uint64_t k, size_t a, size_t a_scale) {
+  return x == m * k && a == x && a_scale == m;
+}
+inline bool gemm_ok(size_t a, size_t a_scale, size_t tiles, size_t shift2, size_t cs, uint64_t m, const RemapParams& p,
+                    size_t acc, size_t out) {
+  const uint64_t n = p.rows, k = p.k;
+  return k != 0 && k % 32 == 0 && a == m * k && a_scale == m && cs == n && out == m * n && (acc == 0 || acc == m * n) &&
+         tiles == remap_mxfp4_bytes(p) && shift2 == remap_shift2_bytes(p);
+}
+
+}  // namespace backend_args
+
 // The kernels' arithmetic run on the host (always available).
 std::unique_ptr<DecodeBackend> make_emulated_backend();
 
