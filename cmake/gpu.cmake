@@ -113,9 +113,12 @@ if(CKPT_BUILD_TESTS)
   if(TARGET ckpt_kernels_hip_obj)
     set(CKPT_HIP_BUILT ON)
   endif()
+  set(CKPT_CUDA_LIB_FILE none)
+  if(TARGET ckpt_kernels_cuda)
+    set(CKPT_CUDA_LIB_FILE $<TARGET_FILE:ckpt_kernels_cuda>)
+  endif()
   add_test(NAME gpu_kernels_compiled
-           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/check_kernels_built.sh
-                   $<IF:$<TARGET_EXISTS:ckpt_kernels_cuda>,$<TARGET_FILE:ckpt_kernels_cuda>,none>
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/check_kernels_built.sh ${CKPT_CUDA_LIB_FILE}
                    ${CMAKE_BINARY_DIR}/kernels_hip.o ${CKPT_HAVE_CUDA} ${CKPT_HIP_BUILT})
   set_tests_properties(gpu_kernels_compiled PROPERTIES SKIP_RETURN_CODE 77)
 endif()
