@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -47,6 +48,12 @@ struct Manifest {
   std::string a_log, source_sha256, experts_name, dense_name;
   std::vector<ManifestBlob> blobs;
 };
+
+// Every check runs (each reports its own finding); true when all passed. Initializer-list
+// elements are evaluated in order, and none is skipped as with &&.
+bool all_of(std::initializer_list<bool> results) {
+  return std::all_of(results.begin(), results.end(), [](bool r) { return r; });
+}
 
 std::string blob_name(const ManifestBlob& b) {
   return "blob layer " + std::to_string(b.layer) + " expert " + std::to_string(b.expert);
@@ -122,9 +129,12 @@ class ManifestReader {
 
 bool ManifestReader::read_part(simdjson::dom::element e, const std::string& path, ManifestPart& p) {
   if (!e.is_object()) return bad(path, "is not an object");
-  bool ok = str(e, path, "tensor", p.tensor) & str(e, path, "type", p.type) & str(e, path, "xxh3", p.xxh3) &
-            u64(e, path, "offset", kMaxBytes, p.offset) & u64(e, path, "size", kMaxBytes, p.size) &
-            u64(e, path, "source_offset", kMaxBytes, p.source_offset);
+  bool ok = all_of({str(e, path, "tensor", p.tensor),
+                    str(e, path, "type", p.type),
+                    str(e, path, "xxh3", p.xxh3),
+                    u64(e, path, "offset", kMaxBytes, p.offset),
+                    u64(e, path, "size", kMaxBytes, p.size),
+                    u64(e, path, "source_offset", kMaxBytes, p.source_offset)});
   uint64_t type_id = 0;
   ok &= u64(e, path, "type_id", kGgmlTypeCount - 1, type_id);
   p.type_id = static_cast<int64_t>(type_id);
@@ -149,8 +159,10 @@ bool ManifestReader::read_part(simdjson::dom::element e, const std::string& path
 
 bool ManifestReader::read_blob(simdjson::dom::element e, const std::string& path, ManifestBlob& b) {
   if (!e.is_object()) return bad(path, "is not an object");
-  bool ok = u64(e, path, "layer", kMaxIndex, b.layer) & u64(e, path, "expert", kMaxIndex, b.expert) &
-            u64(e, path, "offset", kMaxBytes, b.offset) & u64(e, path, "size", kMaxBytes, b.size);
+  bool ok = all_of({u64(e, path, "layer", kMaxIndex, b.layer),
+                    u64(e, path, "expert", kMaxIndex, b.expert),
+                    u64(e, path, "offset", kMaxBytes, b.offset),
+                    u64(e, path, "size", kMaxBytes, b.size)});
   simdjson::dom::array parts;
   if (!array(e, path, "parts", parts)) return false;
   size_t i = 0;
@@ -170,10 +182,14 @@ bool ManifestReader::read_files(simdjson::dom::element root, Manifest& m) {
     return false;
   }
   std::string path, name;
-  bool ok = str(source, "$.source", "path", path) & str(source, "$.source", "name", name) &
-            str(source, "$.source", "sha256", m.source_sha256) & u64(source, "$.source", "size", kMaxBytes, m.source_size);
-  ok &= str(experts, "$.experts_file", "name", m.experts_name) & u64(experts, "$.experts_file", "size", kMaxBytes, m.experts_size);
-  ok &= str(dense, "$.dense_file", "name", m.dense_name) & u64(dense, "$.dense_file", "size", kMaxBytes, m.dense_size);
+  bool ok = all_of({str(source, "$.source", "path", path),
+                    str(source, "$.source", "name", name),
+                    str(source, "$.source", "sha256", m.source_sha256),
+                    u64(source, "$.source", "size", kMaxBytes, m.source_size)});
+  ok = all_of({ok, str(experts, "$.experts_file", "name", m.experts_name),
+               u64(experts, "$.experts_file", "size", kMaxBytes, m.experts_size)});
+  ok = all_of({ok, str(dense, "$.dense_file", "name", m.dense_name),
+               u64(dense, "$.dense_file", "size", kMaxBytes, m.dense_size)});
   if (ok && !is_hex_digest(m.source_sha256, 64)) ok = bad("$.source.sha256", "is not 64 lowercase hex digits");
   return ok;
 }
@@ -189,8 +205,8 @@ bool ManifestReader::read_layers(simdjson::dom::element root) {
     if (!l.is_object()) return bad(path, "is not an object");
     uint64_t n = 0;
     simdjson::dom::array a;
-    ok &= u64(l, path, "layer", kMaxIndex, n) & u64(l, path, "expert_count", kMaxIndex, n) & array(l, path, "parts", a) &
-          array(l, path, "repack_reasons", a);
+    ok = all_of({ok, u64(l, path, "layer", kMaxIndex, n), u64(l, path, "expert_count", kMaxIndex, n),
+                 array(l, path, "parts", a), array(l, path, "repack_reasons", a)});
   }
   return ok;
 }
@@ -201,8 +217,11 @@ bool ManifestReader::read(simdjson::dom::element root, Manifest& m) {
   if (!str(root, "$", "schema", schema)) return false;
   if (schema != kPackManifestSchema) return bad("$.schema", "is '" + schema + "', expected '" + kPackManifestSchema + "'");
   simdjson::dom::element tool;
-  bool ok = object(root, "$", "tool", tool) & read_files(root, m) & read_layers(root) &
-            u64(root, "$", "alignment", kRepackMaxAlign, m.alignment) & str(root, "$", "a_log", m.a_log);
+  bool ok = all_of({object(root, "$", "tool", tool),
+                    read_files(root, m),
+                    read_layers(root),
+                    u64(root, "$", "alignment", kRepackMaxAlign, m.alignment),
+                    str(root, "$", "a_log", m.a_log)});
   if (ok && m.a_log != "fixed" && m.a_log != "kept") ok = bad("$.a_log", "is '" + m.a_log + "', expected fixed or kept");
   simdjson::dom::array blobs;
   if (!array(root, "$", "blobs", blobs)) return false;
@@ -221,9 +240,12 @@ class PackValidator {
  public:
   PackValidator(const std::string& dir, Findings& f) : dir_(dir), f_(f) {}
   void run(const std::string& reference, bool deep);
+  // Everything that needs no other file: typed members, names, alignment, geometry.
+  void run_manifest_only(std::string_view text, const std::string& display, std::optional<uint64_t> experts_file_size);
 
  private:
   bool load_manifest();
+  bool parse_manifest(std::string_view text, const std::string& file);
   bool check_names();
   bool check_experts_file();
   void check_blob_geometry();
@@ -249,6 +271,7 @@ class PackValidator {
   Findings& f_;
   Manifest m_;
   MappedFile experts_, dense_;
+  uint64_t experts_size_ = 0;  // experts_.size() once opened
   std::optional<GgufFile> dense_gguf_;  // when dense.gguf read without errors
   bool geometry_ok_ = true;
   std::vector<uint8_t> buf_a_, buf_b_;  // streaming buffers, allocated once
@@ -270,6 +293,14 @@ bool PackValidator::load_manifest() {
   std::string text(static_cast<size_t>(size), '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
     f_.error("IO_READ", file, "", std::nullopt, "cannot read " + file);
+    return false;
+  }
+  return parse_manifest(text, file);
+}
+
+bool PackValidator::parse_manifest(std::string_view text, const std::string& file) {
+  if (text.size() > kMaxManifestBytes) {
+    f_.error("PACK_MANIFEST_PARSE", file, "", std::nullopt, "manifest is larger than 1 GiB");
     return false;
   }
   JsonDoc doc;
@@ -306,6 +337,7 @@ bool PackValidator::check_experts_file() {
     f_.error("PACK_FILE_MISSING", file, "", std::nullopt, "cannot read the experts file: " + err.message);
     return false;
   }
+  experts_size_ = experts_.size();
   if (experts_.size() != m_.experts_size) {
     f_.error("PACK_FILE_SIZE", file, "", experts_.size(),
              m_.experts_name + " is " + std::to_string(experts_.size()) + " bytes, the manifest says " +
@@ -322,7 +354,7 @@ bool PackValidator::check_experts_file() {
 bool PackValidator::part_in_file(const ManifestBlob& b, const ManifestPart& p) const {
   auto start = checked_add(b.offset, p.offset);
   auto end = start ? checked_add(*start, p.size) : std::nullopt;
-  return end && *end <= experts_.size();
+  return end && *end <= experts_size_;
 }
 
 // Parts must be of a live type, sized as their shape says, inside their blob, disjoint.
@@ -373,10 +405,10 @@ void PackValidator::check_blob_geometry() {
       geometry_ok_ = false;
     }
     auto end = checked_add(b.offset, b.size);
-    if (!end || *end > experts_.size() || b.size == 0) {
+    if (!end || *end > experts_size_ || b.size == 0) {
       f_.error("PACK_BLOB_RANGE", file, "", b.offset,
                blob_name(b) + " [" + std::to_string(b.offset) + ", +" + std::to_string(b.size) + ") does not lie inside " +
-                   m_.experts_name + " (" + std::to_string(experts_.size()) + " bytes)");
+                   m_.experts_name + " (" + std::to_string(experts_size_) + " bytes)");
       geometry_ok_ = false;
     }
     check_parts(b);
@@ -698,8 +730,20 @@ void PackValidator::run(const std::string& reference, bool deep) {
   if (!reference.empty()) check_reference(reference, deep);
 }
 
+void PackValidator::run_manifest_only(std::string_view text, const std::string& display,
+                                      std::optional<uint64_t> experts_file_size) {
+  if (!parse_manifest(text, display) || !check_names()) return;
+  experts_size_ = experts_file_size.value_or(m_.experts_size);
+  check_blob_geometry();
+}
+
 void validate_expert_pack(const std::string& dir, const std::string& reference_gguf, bool deep, Findings& f) {
   PackValidator(dir, f).run(reference_gguf, deep);
+}
+
+void check_pack_manifest_text(std::string_view text, const std::string& display,
+                              std::optional<uint64_t> experts_file_size, Findings& f) {
+  PackValidator(".", f).run_manifest_only(text, display, experts_file_size);
 }
 
 }  // namespace ckpt
