@@ -16,7 +16,7 @@ FUZZ_TARGETS = safetensors_header index_json config_dsv4 gguf_header ggml_dequan
 # The documented limits: 2 GiB RSS, no single allocation over 96 MiB (what the ASan suite
 # allows; the 100,000,000-byte safetensors header is the largest legitimate one), 1 s per input.
 FUZZ_LIMITS  = -rss_limit_mb=2048 -malloc_limit_mb=96 -timeout=1
-FUZZ_RUNS    ?= 4000
+FUZZ_RUNS    ?= 30000
 TARGET       ?= safetensors_header
 SECONDS      ?= 600
 FUZZ_FORK    ?= 0
@@ -91,7 +91,7 @@ fuzz-smoke: fuzz-build
 	       -dict=tests/fuzz/dict/$$t.dict -artifact_prefix=$(FUZZ_BUILD)/smoke-$$t- $$work \
 	       > $(FUZZ_BUILD)/smoke-$$t.log 2>&1; then \
 	    tail -40 $(FUZZ_BUILD)/smoke-$$t.log; rm -rf $$work; echo "fuzz-smoke: $$t FAILED"; exit 1; fi; \
-	  grep -E '^#[0-9]+ +DONE' $(FUZZ_BUILD)/smoke-$$t.log || true; rm -rf $$work; \
+	  grep -E '^#[0-9]+[[:space:]]+DONE' $(FUZZ_BUILD)/smoke-$$t.log || true; rm -rf $$work; \
 	done; echo "fuzz-smoke: all $(words $(FUZZ_TARGETS)) targets passed"
 
 # One target for long: make fuzz TARGET=gguf_header SECONDS=3600 [FUZZ_FORK=2]. The corpus
