@@ -54,7 +54,6 @@ void index_json_error(Findings& f, simdjson::error_code e) {
   index_error(f, "IDX_PARSE", "", std::string("index is not valid JSON: ") + simdjson::error_message(e));
 }
 
-
 bool parse_index_metadata(od::value value, CheckpointIndex& index, Findings& f) {
   od::object meta;
   if (value.get_object().get(meta)) {
