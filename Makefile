@@ -46,14 +46,7 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j$(JOBS)
 
-asan-deps-fuzz: deps
-	@missing=""; for p in $(DEB_PACKAGES_FUZZ); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
-
-build: deps
+asan-build: deps
 	cmake -S . -B $(ASAN_BUILD) -DCKPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 
