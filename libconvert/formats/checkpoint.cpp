@@ -146,13 +146,21 @@ void parse_index_text(std::string_view text, CheckpointIndex& index, Findings& f
     return fail(simdjson::TRAILING_CONTENT);
   if (auto e = parser.iterate(padded).get(doc)) return fail(e);
   if (auto e = doc.get_object().get(root)) return fail(e);
-  bool have_map = false;
+  bool have_map = false, have_metadata = false;
   for (auto field : root) {
     std::string_view key;
     if (auto e = field.unescaped_key().get(key)) return fail(e);
     od::value value;
     if (auto e = field.value().get(value)) return fail(e);
+    // A second "weight_map" or "metadata" is a parser differential: Python's json keeps
+    // the last, a streaming reader the first (fuzz finding: both used to be merged).
+    if ((key == "metadata" && have_metadata) || (key == "weight_map" && have_map)) {
+      index_error(f, "IDX_DUPLICATE_KEY", "",
+                  "index has two '" + std::string(key) + "' members; JSON readers keep different ones");
+      return;
+    }
     if (key == "metadata") {
+      have_metadata = true;
       if (!parse_index_metadata(value, index, f)) return;
     } else if (key == "weight_map") {
       have_map = true;

@@ -63,6 +63,15 @@ TEST(IndexText, DuplicateKeysAndTrailingContent) {
   EXPECT_TRUE(dup.findings.has_code("IDX_DUPLICATE_KEY"));
   ASSERT_EQ(dup.index.weight_map.size(), 1u);
   EXPECT_EQ(dup.index.weight_map[0].second, "x.safetensors");
+  // Fuzz regression (regress-two-weight-maps.json): a second top-level weight_map was
+  // merged into the first, so one tensor could be listed twice with different shards.
+  for (const char* text : {R"({"weight_map":{"a":"x.safetensors"},"weight_map":{"a":"y.safetensors"}})",
+                           R"({"metadata":{"total_size":1},"metadata":{"total_size":2},"weight_map":{}})"}) {
+    SCOPED_TRACE(text);
+    auto twice = parse(text);
+    EXPECT_TRUE(twice.findings.has_code("IDX_DUPLICATE_KEY")) << test::describe(twice.findings);
+    EXPECT_FALSE(twice.index.parsed);
+  }
   auto trailing = parse(R"({"weight_map":{}} {})");
   EXPECT_TRUE(trailing.findings.has_code("IDX_PARSE"));
   EXPECT_FALSE(trailing.index.parsed);
