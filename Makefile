@@ -1,17 +1,31 @@
 # ckptkit: two commands on a fresh Debian 12 machine.
 #   make demo   installs the Debian packages it needs, builds, runs synth -> validate -> convert -> validate --reference -> inspect -> ckpt-gpu verify
-#   make test   the GoogleTest suite twice: a normal build and an AddressSanitizer + UBSan build
+#   make test   the GoogleTest suite twice: a normal build and an AddressSanitizer + UBSan build,
+#               then every libFuzzer target for a fixed number of runs (fuzz-smoke)
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 DEMO_DIR   ?= demo-out
 DEB_PACKAGES = cmake g++ make pkg-config libcli11-dev libsimdjson-dev libxxhash-dev libssl-dev \
                libtbb-dev libgtest-dev python3-jsonschema hipcc
+# clang + libFuzzer for the fuzz targets (tests/fuzz), installed by fuzz-smoke / fuzz only.
+DEB_PACKAGES_FUZZ = clang-14 libclang-rt-14-dev
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_CXX     ?= clang++-14
+FUZZ_TARGETS = safetensors_header index_json config_dsv4 gguf_header ggml_dequant expert_pack_manifest hash_manifest
+# The documented limits: 2 GiB RSS, no single allocation over 96 MiB (what the ASan suite
+# allows; the 100,000,000-byte safetensors header is the largest legitimate one), 1 s per input.
+FUZZ_LIMITS  = -rss_limit_mb=2048 -malloc_limit_mb=96 -timeout=1
+FUZZ_RUNS    ?= 30000
+TARGET       ?= safetensors_header
+SECONDS      ?= 600
+FUZZ_FORK    ?= 0
+SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 
-.PHONY: all deps deps-slurm build asan-build demo test test-normal asan bench golden-update clean
+.PHONY: all deps deps-slurm deps-fuzz build asan-build fuzz-build fuzz-smoke fuzz demo test test-normal asan bench golden-update clean
 
 all: build
 
@@ -27,6 +41,13 @@ deps:
 # The packages' own services are not needed (the test starts private daemons).
 deps-slurm:
 	@missing=""; for p in $(SLURM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+deps-fuzz: deps
+	@missing=""; for p in $(DEB_PACKAGES_FUZZ); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -62,7 +83,36 @@ asan: asan-build
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:max_allocation_size_mb=96 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j$(JOBS)
 
-test: test-normal asan
+# libFuzzer targets: the library built with clang, -fsanitize=fuzzer-no-link,address,undefined.
+fuzz-build: deps-fuzz
+	cmake -S . -B $(FUZZ_BUILD) -DCKPT_FUZZ=ON -DCKPT_BUILD_TESTS=OFF -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+
+# Every target for FUZZ_RUNS inputs, starting from a temporary copy of its seed corpus
+# (the tree is never written); any crash, leak, timeout or over-limit allocation fails.
+fuzz-smoke: fuzz-build
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  work=$$(mktemp -d); cp -r tests/fuzz/corpus/$$t/. $$work/; \
+	  echo "fuzz-smoke: $$t ($(FUZZ_RUNS) runs)"; \
+	  if ! ./$(FUZZ_BUILD)/fuzz_$$t $(FUZZ_LIMITS) -runs=$(FUZZ_RUNS) -seed=1 -print_final_stats=1 \
+	       -dict=tests/fuzz/dict/$$t.dict -artifact_prefix=$(FUZZ_BUILD)/smoke-$$t- $$work \
+	       > $(FUZZ_BUILD)/smoke-$$t.log 2>&1; then \
+	    tail -40 $(FUZZ_BUILD)/smoke-$$t.log; rm -rf $$work; echo "fuzz-smoke: $$t FAILED"; exit 1; fi; \
+	  grep -E '^#[0-9]+[[:space:]]+DONE' $(FUZZ_BUILD)/smoke-$$t.log || true; rm -rf $$work; \
+	done; echo "fuzz-smoke: all $(words $(FUZZ_TARGETS)) targets passed"
+
+# One target for long: make fuzz TARGET=gguf_header SECONDS=3600 [FUZZ_FORK=2]. The corpus
+# grows in $(FUZZ_BUILD)/corpus/TARGET (seeded from tests/fuzz/corpus/TARGET), crashes land in
+# $(FUZZ_BUILD)/artifacts/TARGET/, the log in $(FUZZ_BUILD)/fuzz-TARGET.log.
+fuzz: fuzz-build
+	mkdir -p $(FUZZ_BUILD)/corpus/$(TARGET) $(FUZZ_BUILD)/artifacts/$(TARGET)
+	cp -rn tests/fuzz/corpus/$(TARGET)/. $(FUZZ_BUILD)/corpus/$(TARGET)/
+	./$(FUZZ_BUILD)/fuzz_$(TARGET) $(FUZZ_LIMITS) -max_total_time=$(SECONDS) -print_final_stats=1 \
+	  -fork=$(FUZZ_FORK) -dict=tests/fuzz/dict/$(TARGET).dict -artifact_prefix=$(FUZZ_BUILD)/artifacts/$(TARGET)/ \
+	  $(FUZZ_BUILD)/corpus/$(TARGET) 2>&1 | tee $(FUZZ_BUILD)/fuzz-$(TARGET).log; exit $${PIPESTATUS[0]}
+
+test: test-normal asan fuzz-smoke
 
 bench: build
 	bash bench/run.sh $(BUILD)/ckpt
@@ -73,4 +123,4 @@ golden-update: build
 	bash golden/update.sh $(BUILD)/ckpt
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(DEMO_DIR)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(DEMO_DIR)

@@ -8,8 +8,8 @@
 # a machine without a GPU still proves both backends build.
 set(CKPT_GPU "AUTO" CACHE STRING "GPU backend for ckpt-gpu: AUTO, CUDA, HIP or OFF")
 option(CKPT_GPU_COMPILE_ALL "Compile the kernels with every GPU compiler found" ON)
-if(CKPT_SANITIZE AND CKPT_GPU STREQUAL "AUTO")
-  set(CKPT_GPU "OFF")  # the sanitizer build tests host code; the normal build compiles kernels
+if((CKPT_SANITIZE OR CKPT_FUZZ) AND CKPT_GPU STREQUAL "AUTO")
+  set(CKPT_GPU "OFF")  # sanitizer and fuzz builds test host code; the normal build compiles kernels
   set(CKPT_GPU_COMPILE_ALL OFF)
 endif()
 

@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -87,6 +88,16 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void dump_fuzz_seed(const std::string& target, const std::string& name, const std::vector<uint8_t>& bytes) {
+  const char* dir = std::getenv("CKPT_FUZZ_SEED_DIR");
+  if (!dir || !*dir) return;
+  std::string file;
+  for (char c : name) file += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  const std::filesystem::path folder = std::filesystem::path(dir) / target;
+  std::filesystem::create_directories(folder);
+  write_file((folder / file).string(), bytes);
 }
 
 void write_text(const std::string& path, const std::string& text) {

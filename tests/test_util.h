@@ -54,6 +54,11 @@ void copy_tree(const std::string& from, const std::string& to);
 std::vector<uint8_t> make_safetensors(const std::string& header_json, const std::vector<uint8_t>& payload,
                                       bool pad = true);
 
+// Seeds for the fuzz corpus (tests/fuzz/make_corpus.sh): when CKPT_FUZZ_SEED_DIR is set,
+// writes `bytes` to $CKPT_FUZZ_SEED_DIR/<target>/<name with non-alphanumerics as '_'>;
+// otherwise does nothing. Lets the corruption tables double as the fuzzers' seed corpus.
+void dump_fuzz_seed(const std::string& target, const std::string& name, const std::vector<uint8_t>& bytes);
+
 struct RunResult {
   int exit_code = -1;
   std::string out;  // stdout

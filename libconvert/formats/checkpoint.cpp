@@ -50,6 +50,10 @@ void index_error(Findings& f, const char* code, const std::string& tensor, std::
   f.error(code, kIndexName, tensor, std::nullopt, std::move(msg));
 }
 
+void index_json_error(Findings& f, simdjson::error_code e) {
+  index_error(f, "IDX_PARSE", "", std::string("index is not valid JSON: ") + simdjson::error_message(e));
+}
+
 bool parse_index_metadata(od::value value, CheckpointIndex& index, Findings& f) {
   od::object meta;
   if (value.get_object().get(meta)) {
@@ -59,8 +63,22 @@ bool parse_index_metadata(od::value value, CheckpointIndex& index, Findings& f) 
   index.metadata_present = true;
   for (auto field : meta) {
     std::string_view key;
-    if (field.unescaped_key().get(key)) return false;
-    if (key != "total_size") continue;
+    if (auto e = field.unescaped_key().get(key)) {
+      index_json_error(f, e);
+      return false;
+    }
+    if (key != "total_size") {
+      od::value other;
+      if (auto e = field.value().get(other)) {
+        index_json_error(f, e);
+        return false;
+      }
+      if (auto e = json_validate_value(other)) {
+        index_json_error(f, e);
+        return false;
+      }
+      continue;
+    }
     uint64_t total = 0;
     if (field.value().get_uint64().get(total)) {
       index_error(f, "IDX_TOTAL_SIZE_TYPE", "", "index metadata.total_size is not a non-negative integer");
@@ -80,7 +98,10 @@ bool parse_weight_map(od::value value, CheckpointIndex& index, Findings& f) {
   std::unordered_set<std::string> seen;
   for (auto field : map) {
     std::string_view key, shard;
-    if (field.unescaped_key().get(key)) return false;
+    if (auto e = field.unescaped_key().get(key)) {
+      index_json_error(f, e);
+      return false;
+    }
     std::string name(key);
     if (field.value().get_string().get(shard)) {
       index_error(f, "IDX_PARSE", name, "weight_map entry for '" + name + "' is not a string");
@@ -102,29 +123,50 @@ void parse_index(const std::string& path, CheckpointIndex& index, Findings& f) {
   index.present = true;
   std::string text;
   if (!read_small_file(path, kIndexName, kMaxIndexBytes, text, f)) return;
+  parse_index_text(text, index, f);
+}
+
+}  // namespace
+
+void parse_index_text(std::string_view text, CheckpointIndex& index, Findings& f) {
+  index.present = true;
+  if (text.size() > kMaxIndexBytes) {
+    index_error(f, "FILE_TOO_LARGE", "",
+                std::string(kIndexName) + " is " + std::to_string(text.size()) + " bytes, more than the limit of " +
+                    std::to_string(kMaxIndexBytes));
+    return;
+  }
   simdjson::padded_string padded(text);
   od::parser parser;
   od::document doc;
   od::object root;
-  auto fail = [&](simdjson::error_code e) {
-    index_error(f, "IDX_PARSE", "", std::string("index is not valid JSON: ") + simdjson::error_message(e));
-  };
+  auto fail = [&](simdjson::error_code e) { index_json_error(f, e); };
   auto end = json_value_end(text);
   if (!end || std::string_view(text).find_first_not_of(" \t\r\n", *end) != std::string_view::npos)
     return fail(simdjson::TRAILING_CONTENT);
   if (auto e = parser.iterate(padded).get(doc)) return fail(e);
   if (auto e = doc.get_object().get(root)) return fail(e);
-  bool have_map = false;
+  bool have_map = false, have_metadata = false;
   for (auto field : root) {
     std::string_view key;
     if (auto e = field.unescaped_key().get(key)) return fail(e);
     od::value value;
     if (auto e = field.value().get(value)) return fail(e);
+    // A second "weight_map" or "metadata" is a parser differential: Python's json keeps
+    // the last, a streaming reader the first (fuzz finding: both used to be merged).
+    if ((key == "metadata" && have_metadata) || (key == "weight_map" && have_map)) {
+      index_error(f, "IDX_DUPLICATE_KEY", "",
+                  "index has two '" + std::string(key) + "' members; JSON readers keep different ones");
+      return;
+    }
     if (key == "metadata") {
+      have_metadata = true;
       if (!parse_index_metadata(value, index, f)) return;
     } else if (key == "weight_map") {
       have_map = true;
       if (!parse_weight_map(value, index, f)) return;
+    } else if (auto e = json_validate_value(value)) {
+      return fail(e);
     }
   }
   if (!have_map) {
@@ -133,6 +175,8 @@ void parse_index(const std::string& path, CheckpointIndex& index, Findings& f) {
   }
   index.parsed = true;
 }
+
+namespace {
 
 // A shard may be a symlink (Hub cache snapshots link into ../../blobs), but it
 // must not lead outside the checkpoint unless it is a Hub cache blob.

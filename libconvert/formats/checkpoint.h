@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,11 @@ struct Checkpoint {
 // shard header (in parallel). Findings cover the directory, index and headers.
 // Returns false only when nothing could be read at all (bad path).
 bool open_checkpoint(const std::string& path, const StReadOptions& options, Checkpoint& out, Findings& findings);
+
+// Parses the text of model.safetensors.index.json (at most kMaxIndexBytes), both the
+// {"total_size": T} and the empty ("metadata": {}) forms, detecting duplicate weight_map
+// keys in order. open_checkpoint reads the file and calls this; so does the fuzz target.
+void parse_index_text(std::string_view text, CheckpointIndex& index, Findings& findings);
 
 // The format-neutral tensor list of an opened checkpoint.
 ModelView checkpoint_view(const Checkpoint& ckpt);

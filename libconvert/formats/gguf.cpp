@@ -13,7 +13,6 @@ namespace ckpt {
 
 namespace {
 
-constexpr uint64_t kHeaderBytes = 24;          // magic, version, n_tensors, n_kv
 constexpr uint64_t kMinKvBytes = 13;           // u64 key length + i32 type + 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 24;   // u64 name length + u32 n_dims + i32 type + u64 offset
 constexpr uint64_t kMaxKeyLength = 65535;      // key syntax rule (gguf.md §3, not in gguf.cpp)
@@ -95,8 +94,8 @@ class ByteReader {
 
 class GgufParser {
  public:
-  GgufParser(const MappedFile& file, const std::string& display, Findings& findings)
-      : r_(file.bytes()), file_(file), display_(display), f_(findings) {
+  GgufParser(std::span<const uint8_t> file, const std::string& display, Findings& findings)
+      : r_(file), file_(file), display_(display), f_(findings) {
     g_.file_size = file.size();
   }
   std::optional<GgufFile> run();
@@ -132,7 +131,7 @@ class GgufParser {
   }
 
   ByteReader r_;
-  const MappedFile& file_;
+  std::span<const uint8_t> file_;  // the whole file
   const std::string& display_;
   Findings& f_;
   GgufFile g_;
@@ -488,7 +487,7 @@ bool GgufParser::read_tensor_info(std::unordered_set<std::string>& seen) {
 // Zero padding is what ggml writes; anything else is hidden data or a misplaced write.
 void GgufParser::check_zero_bytes(uint64_t begin, uint64_t end, const std::string& tensor, const std::string& what) {
   if (begin >= end) return;
-  auto bytes = file_.slice(begin, end - begin);
+  auto bytes = file_.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
   for (size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] != 0) {
       warning("GGUF_NONZERO_PADDING", tensor, begin + i,
@@ -684,7 +683,11 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 }
 
 std::optional<GgufFile> read_gguf(const MappedFile& file, const std::string& display, Findings& findings) {
-  return GgufParser(file, display, findings).run();
+  return read_gguf(file.bytes(), display, findings);
+}
+
+std::optional<GgufFile> read_gguf(std::span<const uint8_t> file_bytes, const std::string& display, Findings& findings) {
+  return GgufParser(file_bytes, display, findings).run();
 }
 
 }  // namespace ckpt

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -80,5 +81,8 @@ struct GgufFile {
 // (the findings say why), else the header, possibly with error findings (e.g. a tensor
 // out of the file): callers must check findings.has_errors() before trusting offsets.
 std::optional<GgufFile> read_gguf(const MappedFile& file, const std::string& display, Findings& findings);
+// The same on the whole file's bytes in memory (the file path above calls this; the fuzz
+// target tests/fuzz/fuzz_gguf_header.cpp drives it directly).
+std::optional<GgufFile> read_gguf(std::span<const uint8_t> file_bytes, const std::string& display, Findings& findings);
 
 }  // namespace ckpt

@@ -16,6 +16,54 @@ bool JsonDoc::parse(std::string_view text, std::string& error) {
   return true;
 }
 
+simdjson::error_code json_validate_value(simdjson::ondemand::value value) {
+  namespace od = simdjson::ondemand;
+  od::json_type type;
+  if (auto e = value.type().get(type)) return e;
+  switch (type) {
+    case od::json_type::object: {
+      od::object obj;
+      if (auto e = value.get_object().get(obj)) return e;
+      for (auto field : obj) {
+        std::string_view key;
+        if (auto e = field.unescaped_key().get(key)) return e;
+        od::value v;
+        if (auto e = field.value().get(v)) return e;
+        if (auto e = json_validate_value(v)) return e;
+      }
+      return simdjson::SUCCESS;
+    }
+    case od::json_type::array: {
+      od::array arr;
+      if (auto e = value.get_array().get(arr)) return e;
+      for (auto element : arr) {
+        od::value v;
+        if (auto e = element.get(v)) return e;
+        if (auto e = json_validate_value(v)) return e;
+      }
+      return simdjson::SUCCESS;
+    }
+    case od::json_type::string: {
+      std::string_view sv;
+      return value.get_string().get(sv);
+    }
+    case od::json_type::number: {
+      od::number n;
+      return value.get_number().get(n);
+    }
+    case od::json_type::boolean: {
+      bool b = false;
+      return value.get_bool().get(b);
+    }
+    case od::json_type::null: {
+      bool is_null = false;
+      if (auto e = value.is_null().get(is_null)) return e;
+      return is_null ? simdjson::SUCCESS : simdjson::N_ATOM_ERROR;
+    }
+  }
+  return simdjson::INCORRECT_TYPE;
+}
+
 std::optional<size_t> json_value_end(std::string_view text) {
   size_t depth = 0;
   bool in_string = false, escaped = false, started = false;

@@ -30,6 +30,12 @@ class JsonDoc {
 // nullopt when the brackets never balance. Lets callers reject trailing content.
 std::optional<size_t> json_value_end(std::string_view text);
 
+// On-demand parsing skips the values it is not asked for without checking them, so
+// {"weight_map": {...}, "x": tru} would be accepted where every other JSON reader fails.
+// Readers walk the members they ignore with this: SUCCESS when `value` (recursively) is
+// valid JSON. Recursion depth is bounded by the parser's maximum depth.
+simdjson::error_code json_validate_value(simdjson::ondemand::value value);
+
 // Typed lookups; nullopt when the key is missing or of another type.
 std::optional<simdjson::dom::element> json_get(simdjson::dom::element obj, std::string_view key);
 std::optional<int64_t> json_int(simdjson::dom::element obj, std::string_view key);

@@ -164,6 +164,14 @@ bool parse_tensor_entry(HeaderParse& hp, const std::string& name, od::value valu
     } else {
       hp.warning("ST_FIELD_UNKNOWN", name, hp.header_offset,
                  "tensor '" + name + "' has unknown field '" + std::string(key) + "' (ignored by the reference)");
+      od::value ignored;
+      auto e = field.value().get(ignored);
+      if (!e) e = json_validate_value(ignored);
+      if (e) {
+        hp.error("ST_HEADER_JSON", name, hp.header_offset,
+                 "tensor '" + name + "' field '" + std::string(key) + "' is not valid JSON: " + simdjson::error_message(e));
+        return false;
+      }
     }
   }
   const char* missing = !have_dtype ? "dtype" : !have_shape ? "shape" : !have_offsets ? "data_offsets" : nullptr;
@@ -179,8 +187,17 @@ bool parse_tensor_entry(HeaderParse& hp, const std::string& name, od::value valu
 
 bool parse_metadata(HeaderParse& hp, od::value value, StHeader& header) {
   od::json_type type;
-  if (value.type().get(type)) return false;
+  if (auto e = value.type().get(type)) {
+    hp.error("ST_HEADER_JSON", "", hp.header_offset,
+             std::string("__metadata__ is not valid JSON: ") + simdjson::error_message(e));
+    return false;
+  }
   if (type == od::json_type::null) {
+    bool is_null = false;
+    if (value.is_null().get(is_null) || !is_null) {
+      hp.error("ST_HEADER_JSON", "", hp.header_offset, "__metadata__ is not valid JSON (expected null)");
+      return false;
+    }
     hp.warning("ST_METADATA_NULL", "", hp.header_offset,
                "__metadata__ is null; the README wants a map of strings (the reference accepts it)");
     return true;
@@ -193,7 +210,11 @@ bool parse_metadata(HeaderParse& hp, od::value value, StHeader& header) {
   std::unordered_set<std::string> seen;
   for (auto field : obj) {
     std::string_view key, val;
-    if (field.unescaped_key().get(key)) return false;
+    if (auto e = field.unescaped_key().get(key)) {
+      hp.error("ST_HEADER_JSON", "", hp.header_offset,
+               std::string("__metadata__ has a malformed key: ") + simdjson::error_message(e));
+      return false;
+    }
     std::string k(key);
     if (field.value().get_string().get(val)) {
       hp.error("ST_METADATA_NOT_STRING", "", hp.header_offset,
@@ -389,6 +410,11 @@ uint64_t StHeader::payload_bytes() const {
 
 std::optional<StHeader> read_safetensors_header(const MappedFile& file, const std::string& display,
                                                 const StReadOptions& options, Findings& findings) {
+  return read_safetensors_header(file.bytes(), display, options, findings);
+}
+
+std::optional<StHeader> read_safetensors_header(std::span<const uint8_t> file, const std::string& display,
+                                                const StReadOptions& options, Findings& findings) {
   HeaderParse hp{display, options, findings};
   StHeader h;
   h.file_size = file.size();
@@ -397,7 +423,7 @@ std::optional<StHeader> read_safetensors_header(const MappedFile& file, const st
              "file is " + std::to_string(h.file_size) + " bytes, shorter than the 8-byte header length");
     return std::nullopt;
   }
-  const uint8_t* base = file.bytes().data();
+  const uint8_t* base = file.data();
   h.header_len = read_u64_le(base);
   if (h.header_len > options.max_header_bytes) {
     hp.error("ST_HEADER_TOO_LARGE", "", 0,

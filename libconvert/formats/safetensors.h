@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +54,10 @@ struct StHeader {
 // Returns nullopt when the header cannot be parsed at all; otherwise every tensor
 // that could be read, with a finding for each rule it breaks.
 std::optional<StHeader> read_safetensors_header(const MappedFile& file, const std::string& display,
+                                                const StReadOptions& options, Findings& findings);
+// The same on the whole file's bytes in memory (the file path above calls this; the
+// fuzz target tests/fuzz/fuzz_safetensors_header.cpp drives it directly).
+std::optional<StHeader> read_safetensors_header(std::span<const uint8_t> file_bytes, const std::string& display,
                                                 const StReadOptions& options, Findings& findings);
 
 }  // namespace ckpt

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string_view>
@@ -21,10 +22,13 @@ using simdjson::dom::element;
 
 constexpr const char* kProfileStem = "deepseek-v4-flash";
 // Bound on the expanded catalogue: 0731 has 72,317 tensors; a config asking for
-// millions (E = 10^9 experts) must be rejected before it exhausts memory.
-// 2.7x DeepSeek-V4-Pro's 149,782 tensors; a hostile config cannot make the catalogue
-// (about 150 B per entry) grow past ~60 MB.
-constexpr size_t kMaxCatalogue = 400'000;
+// millions (E = 10^9 experts) must be rejected before it exhausts memory or time.
+// 1.33x DeepSeek-V4-Pro's 149,782 tensors; the catalogue is counted before it is built,
+// so a hostile config costs one counting pass, and an accepted one at most 200,000
+// entries (about 150 B each, ~30 MB; about 0.25 s in the ASan + libFuzzer build, where
+// 400,000 built with a temporary per name took over 1 s: the config_dsv4 fuzz target
+// reported both as timeouts).
+constexpr size_t kMaxCatalogue = 200'000;
 // Per-code cap on catalogue findings: one missing block must not produce 10,000 lines.
 constexpr size_t kFindingCap = 50;
 
@@ -311,10 +315,15 @@ bool check_config(element profile, element cfg, const std::string& file, Finding
 
 // ---------------------------------------------------------------- catalogue expansion
 
+// Expands the profile into `out`. With counting set it only counts the entries (no names
+// or shapes are built), so a catalogue over kMaxCatalogue is refused before any of it is
+// materialized and the real pass can reserve exactly.
 class CatalogueBuilder {
  public:
-  CatalogueBuilder(const std::string& file, Findings& f, std::vector<ExpectedTensor>& out)
-      : file_(file), f_(f), out_(out) {}
+  CatalogueBuilder(const std::string& file, Findings& f, std::vector<ExpectedTensor>& out, bool counting = false)
+      : file_(file), f_(f), out_(out), counting_(counting) {}
+
+  size_t size() const { return counting_ ? counted_ : out_.size(); }
 
   bool expand_entries(element entries, const ExprEnv& env, const std::string& block_prefix) {
     if (!entries.is_array()) return profile_error("entry list is not an array");
@@ -383,12 +392,19 @@ class CatalogueBuilder {
   }
 
   bool push(ExpectedTensor t) {
-    if (out_.size() >= kMaxCatalogue) {
+    if (!add(1)) return false;
+    if (!counting_) out_.push_back(std::move(t));
+    return true;
+  }
+
+  // Room for n more entries under kMaxCatalogue (counted in counting mode).
+  bool add(uint64_t n) {
+    if (n > kMaxCatalogue - size()) {
       f_.error("DSV4_CONFIG_VALUE", file_, "", std::nullopt,
                "the config asks for more than " + std::to_string(kMaxCatalogue) + " tensors");
       return false;
     }
-    out_.push_back(std::move(t));
+    if (counting_) counted_ += static_cast<size_t>(n);
     return true;
   }
 
@@ -410,10 +426,31 @@ class CatalogueBuilder {
     }
     int64_t count = 0;
     if (!eval(json_string(e, "repeat").value_or("1"), env, pattern, count)) return false;
-    std::vector<uint64_t> wshape{shape[0], shape[1] / 2}, sshape{shape[0], shape[1] / 32};
+    // 10^10 experts must cost one comparison, not 400,000 pushes.
+    if (count > 0 && static_cast<uint64_t>(count) > (kMaxCatalogue - size()) / 2) {
+      f_.error("DSV4_CONFIG_VALUE", file_, pattern, std::nullopt,
+               "the config asks for " + std::to_string(count) + " experts of " + pattern +
+                   ", more than the catalogue limit of " + std::to_string(kMaxCatalogue) + " tensors allows");
+      return false;
+    }
+    if (counting_) return count <= 0 || add(2 * static_cast<uint64_t>(count));
+    // The one loop that scales with a config number: names are built in place (one
+    // allocation per name) from the pattern split once around "{e}".
+    const size_t at = pattern.find("{e}");
+    const std::string_view head = std::string_view(pattern).substr(0, at);
+    const std::string_view tail = at == std::string::npos ? std::string_view() : std::string_view(pattern).substr(at + 3);
     for (int64_t i = 0; i < count; ++i) {
-      std::string base = substitute(pattern, "{e}", std::to_string(i));
-      if (!push({base + ".weight", "I8", wshape}) || !push({base + ".scale", "F8_E8M0", sshape})) return false;
+      char digits[24];
+      const std::string_view e(digits, static_cast<size_t>(std::snprintf(digits, sizeof digits, "%lld",
+                                                                         static_cast<long long>(i))));
+      ExpectedTensor w{std::string(), "I8", {shape[0], shape[1] / 2}};
+      ExpectedTensor s{std::string(), "F8_E8M0", {shape[0], shape[1] / 32}};
+      w.name.reserve(head.size() + e.size() + tail.size() + 7);
+      w.name.append(head).append(at == std::string::npos ? std::string_view() : e).append(tail);
+      s.name.reserve(w.name.size() + 6);
+      s.name.append(w.name).append(".scale");
+      w.name.append(".weight");
+      if (!push(std::move(w)) || !push(std::move(s))) return false;
     }
     return true;
   }
@@ -421,6 +458,8 @@ class CatalogueBuilder {
   const std::string& file_;
   Findings& f_;
   std::vector<ExpectedTensor>& out_;
+  bool counting_ = false;
+  size_t counted_ = 0;
 };
 
 // Per-block variables: index, stage_block, ratio, then the profile's block_vars in order.
@@ -668,9 +707,13 @@ bool dsv4_expected_catalogue(element config, const std::string& config_display, 
   element root = profile.doc.root();
   ModelFacts m;
   if (!check_config(root, config, config_display, f, m)) return false;
-  CatalogueBuilder b(config_display, f, out);
   auto globals = json_get(root, "globals");
-  if (!globals) return b.profile_error("missing \"globals\"");
+  if (!globals) return CatalogueBuilder(config_display, f, out).profile_error("missing \"globals\"");
+  // Count first: a config asking for too many tensors is refused without building any.
+  CatalogueBuilder counter(config_display, f, out, true);
+  if (!counter.expand_entries(*globals, m.env, "") || !expand_blocks(root, m, counter)) return false;
+  out.reserve(counter.size());
+  CatalogueBuilder b(config_display, f, out);
   bool ok = b.expand_entries(*globals, m.env, "") && expand_blocks(root, m, b);
   if (!ok) out.clear();
   return ok;

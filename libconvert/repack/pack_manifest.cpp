@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <optional>
 
 #include "formats/ggml_types.h"
@@ -18,6 +19,13 @@ namespace fs = std::filesystem;
 
 constexpr uint64_t kMaxBytes = uint64_t{1} << 56;   // any offset or size in a pack (64 PiB)
 constexpr uint64_t kMaxIndex = uint64_t{1} << 24;   // layer and expert numbers
+
+// Every check runs (each reports its own finding); true when all passed. Initializer-list
+// elements are evaluated in order (so findings come in a fixed order), and none is skipped
+// as with &&.
+bool all_of(std::initializer_list<bool> results) {
+  return std::all_of(results.begin(), results.end(), [](bool r) { return r; });
+}
 
 // A GGUF tensor name as the reader accepts it: 1..63 bytes, no control characters.
 bool is_tensor_name(const std::string& name) {
@@ -83,9 +91,12 @@ class ManifestReader {
 
 bool ManifestReader::read_part(simdjson::dom::element e, const std::string& path, PackManifestPart& p) {
   if (!e.is_object()) return bad(path, "is not an object");
-  bool ok = str(e, path, "tensor", p.tensor) & str(e, path, "type", p.type) & str(e, path, "xxh3", p.xxh3) &
-            u64(e, path, "offset", kMaxBytes, p.offset) & u64(e, path, "size", kMaxBytes, p.size) &
-            u64(e, path, "source_offset", kMaxBytes, p.source_offset);
+  bool ok = all_of({str(e, path, "tensor", p.tensor),
+                    str(e, path, "type", p.type),
+                    str(e, path, "xxh3", p.xxh3),
+                    u64(e, path, "offset", kMaxBytes, p.offset),
+                    u64(e, path, "size", kMaxBytes, p.size),
+                    u64(e, path, "source_offset", kMaxBytes, p.source_offset)});
   uint64_t type_id = 0;
   ok &= u64(e, path, "type_id", kGgmlTypeCount - 1, type_id);
   p.type_id = static_cast<int64_t>(type_id);
@@ -110,8 +121,10 @@ bool ManifestReader::read_part(simdjson::dom::element e, const std::string& path
 
 bool ManifestReader::read_blob(simdjson::dom::element e, const std::string& path, PackManifestBlob& b) {
   if (!e.is_object()) return bad(path, "is not an object");
-  bool ok = u64(e, path, "layer", kMaxIndex, b.layer) & u64(e, path, "expert", kMaxIndex, b.expert) &
-            u64(e, path, "offset", kMaxBytes, b.offset) & u64(e, path, "size", kMaxBytes, b.size);
+  bool ok = all_of({u64(e, path, "layer", kMaxIndex, b.layer),
+                    u64(e, path, "expert", kMaxIndex, b.expert),
+                    u64(e, path, "offset", kMaxBytes, b.offset),
+                    u64(e, path, "size", kMaxBytes, b.size)});
   simdjson::dom::array parts;
   if (!array(e, path, "parts", parts)) return false;
   size_t i = 0;
@@ -131,10 +144,14 @@ bool ManifestReader::read_files(simdjson::dom::element root, PackManifest& m) {
     return false;
   }
   std::string path, name;
-  bool ok = str(source, "$.source", "path", path) & str(source, "$.source", "name", name) &
-            str(source, "$.source", "sha256", m.source_sha256) & u64(source, "$.source", "size", kMaxBytes, m.source_size);
-  ok &= str(experts, "$.experts_file", "name", m.experts_name) & u64(experts, "$.experts_file", "size", kMaxBytes, m.experts_size);
-  ok &= str(dense, "$.dense_file", "name", m.dense_name) & u64(dense, "$.dense_file", "size", kMaxBytes, m.dense_size);
+  bool ok = all_of({str(source, "$.source", "path", path),
+                    str(source, "$.source", "name", name),
+                    str(source, "$.source", "sha256", m.source_sha256),
+                    u64(source, "$.source", "size", kMaxBytes, m.source_size)});
+  ok = all_of({ok, str(experts, "$.experts_file", "name", m.experts_name),
+               u64(experts, "$.experts_file", "size", kMaxBytes, m.experts_size)});
+  ok = all_of({ok, str(dense, "$.dense_file", "name", m.dense_name),
+               u64(dense, "$.dense_file", "size", kMaxBytes, m.dense_size)});
   if (ok && !is_hex_digest(m.source_sha256, 64)) ok = bad("$.source.sha256", "is not 64 lowercase hex digits");
   return ok;
 }
@@ -150,8 +167,8 @@ bool ManifestReader::read_layers(simdjson::dom::element root) {
     if (!l.is_object()) return bad(path, "is not an object");
     uint64_t n = 0;
     simdjson::dom::array a;
-    ok &= u64(l, path, "layer", kMaxIndex, n) & u64(l, path, "expert_count", kMaxIndex, n) & array(l, path, "parts", a) &
-          array(l, path, "repack_reasons", a);
+    ok = all_of({ok, u64(l, path, "layer", kMaxIndex, n), u64(l, path, "expert_count", kMaxIndex, n),
+                 array(l, path, "parts", a), array(l, path, "repack_reasons", a)});
   }
   return ok;
 }
@@ -162,8 +179,11 @@ bool ManifestReader::read(simdjson::dom::element root, PackManifest& m) {
   if (!str(root, "$", "schema", schema)) return false;
   if (schema != kPackManifestSchema) return bad("$.schema", "is '" + schema + "', expected '" + kPackManifestSchema + "'");
   simdjson::dom::element tool;
-  bool ok = object(root, "$", "tool", tool) & read_files(root, m) & read_layers(root) &
-            u64(root, "$", "alignment", kRepackMaxAlign, m.alignment) & str(root, "$", "a_log", m.a_log);
+  bool ok = all_of({object(root, "$", "tool", tool),
+                    read_files(root, m),
+                    read_layers(root),
+                    u64(root, "$", "alignment", kRepackMaxAlign, m.alignment),
+                    str(root, "$", "a_log", m.a_log)});
   if (ok && m.a_log != "fixed" && m.a_log != "kept") ok = bad("$.a_log", "is '" + m.a_log + "', expected fixed or kept");
   simdjson::dom::array blobs;
   if (!array(root, "$", "blobs", blobs)) return false;
@@ -183,6 +203,10 @@ std::string pack_blob_name(const PackManifestBlob& b) {
 }
 
 bool parse_pack_manifest(std::string_view text, const std::string& file, PackManifest& m, Findings& f) {
+  if (text.size() > kPackMaxManifestBytes) {
+    f.error("PACK_MANIFEST_PARSE", file, "", std::nullopt, "manifest is larger than 1 GiB");
+    return false;
+  }
   JsonDoc doc;
   std::string error;
   if (!doc.parse(text, error)) {

@@ -39,6 +39,8 @@ class PackValidator {
  public:
   PackValidator(const std::string& dir, Findings& f) : dir_(dir), f_(f) {}
   void run(const std::string& reference, bool deep);
+  // Everything that needs no other file: typed members, names, alignment, geometry.
+  void run_manifest_only(std::string_view text, const std::string& display, std::optional<uint64_t> experts_file_size);
 
  private:
   bool load_manifest();
@@ -67,6 +69,7 @@ class PackValidator {
   Findings& f_;
   PackManifest m_;
   MappedFile experts_, dense_;
+  uint64_t experts_size_ = 0;  // experts_.size() once opened (or the size given to run_manifest_only)
   std::optional<GgufFile> dense_gguf_;  // when dense.gguf read without errors
   bool geometry_ok_ = true;
   std::vector<uint8_t> buf_a_, buf_b_;  // streaming buffers, allocated once
@@ -99,6 +102,7 @@ bool PackValidator::check_experts_file() {
     f_.error("PACK_FILE_MISSING", file, "", std::nullopt, "cannot read the experts file: " + err.message);
     return false;
   }
+  experts_size_ = experts_.size();
   if (experts_.size() != m_.experts_size) {
     f_.error("PACK_FILE_SIZE", file, "", experts_.size(),
              m_.experts_name + " is " + std::to_string(experts_.size()) + " bytes, the manifest says " +
@@ -115,7 +119,7 @@ bool PackValidator::check_experts_file() {
 bool PackValidator::part_in_file(const PackManifestBlob& b, const PackManifestPart& p) const {
   auto start = checked_add(b.offset, p.offset);
   auto end = start ? checked_add(*start, p.size) : std::nullopt;
-  return end && *end <= experts_.size();
+  return end && *end <= experts_size_;
 }
 
 // Parts must be of a live type, sized as their shape says, inside their blob, disjoint.
@@ -166,10 +170,10 @@ void PackValidator::check_blob_geometry() {
       geometry_ok_ = false;
     }
     auto end = checked_add(b.offset, b.size);
-    if (!end || *end > experts_.size() || b.size == 0) {
+    if (!end || *end > experts_size_ || b.size == 0) {
       f_.error("PACK_BLOB_RANGE", file, "", b.offset,
                pack_blob_name(b) + " [" + std::to_string(b.offset) + ", +" + std::to_string(b.size) + ") does not lie inside " +
-                   m_.experts_name + " (" + std::to_string(experts_.size()) + " bytes)");
+                   m_.experts_name + " (" + std::to_string(experts_size_) + " bytes)");
       geometry_ok_ = false;
     }
     check_parts(b);
@@ -491,8 +495,20 @@ void PackValidator::run(const std::string& reference, bool deep) {
   if (!reference.empty()) check_reference(reference, deep);
 }
 
+void PackValidator::run_manifest_only(std::string_view text, const std::string& display,
+                                      std::optional<uint64_t> experts_file_size) {
+  if (!parse_pack_manifest(text, display, m_, f_) || !check_names()) return;
+  experts_size_ = experts_file_size.value_or(m_.experts_size);
+  check_blob_geometry();
+}
+
 void validate_expert_pack(const std::string& dir, const std::string& reference_gguf, bool deep, Findings& f) {
   PackValidator(dir, f).run(reference_gguf, deep);
+}
+
+void check_pack_manifest_text(std::string_view text, const std::string& display,
+                              std::optional<uint64_t> experts_file_size, Findings& f) {
+  PackValidator(".", f).run_manifest_only(text, display, experts_file_size);
 }
 
 }  // namespace ckpt

@@ -7,7 +7,10 @@
 // (with deep also every dense tensor and KV). Findings use PACK_* codes (IO_* for I/O).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/findings.h"
 
@@ -18,5 +21,12 @@ bool is_expert_pack(const std::string& dir);
 
 // reference_gguf: the file the pack was made from, or "" for none.
 void validate_expert_pack(const std::string& dir, const std::string& reference_gguf, bool deep, Findings& f);
+
+// The checks that need only the manifest's text (validate_expert_pack runs the same code on
+// manifest.json): parsing (at most 1 GiB), every typed member, file names, alignment, and the
+// blob and part geometry against an experts file of `experts_file_size` bytes (nullopt: the
+// size the manifest gives). Used by the fuzz target tests/fuzz/fuzz_expert_pack_manifest.cpp.
+void check_pack_manifest_text(std::string_view text, const std::string& display,
+                              std::optional<uint64_t> experts_file_size, Findings& f);
 
 }  // namespace ckpt

@@ -318,6 +318,7 @@ TEST(GgufFixtures, LlamaTinyRandomFacts) {
 
 TEST(GgufBuilt, BaseFileIsValid) {
   Built b = build(base_spec());
+  test::dump_fuzz_seed("gguf_header", "base", b.bytes);
   Parsed p = parse_bytes(b.bytes);
   ASSERT_TRUE(p.g.has_value()) << dump(p.f);
   EXPECT_TRUE(p.f.items().empty()) << dump(p.f);
@@ -478,6 +479,7 @@ TEST(GgufCorruption, EachCaseReportsItsCode) {
     if (c.edit) c.edit(spec);
     Built b = build(spec);
     if (c.patch) c.patch(b.bytes, b);
+    test::dump_fuzz_seed("gguf_header", std::string("corrupt_") + c.name, b.bytes);
     Parsed p = parse_bytes(b.bytes);
     EXPECT_TRUE(p.f.has_code(c.code)) << dump(p.f);
     if (c.absent) {

@@ -146,7 +146,9 @@ class SafetensorsRule : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SafetensorsRule, IsReportedWithItsCode) {
   const Case& c = GetParam();
-  auto r = read_bytes(make_safetensors(c.header, bytes_of(c.payload)));
+  const auto bytes = make_safetensors(c.header, bytes_of(c.payload));
+  test::dump_fuzz_seed("safetensors_header", std::string("corrupt_") + c.name, bytes);
+  auto r = read_bytes(bytes);
   EXPECT_TRUE(r.findings.has_code(c.code)) << c.name << ": got " << codes(r.findings);
   EXPECT_TRUE(r.findings.has_errors()) << c.name;
   for (const auto& f : r.findings.items()) {
@@ -230,6 +232,32 @@ TEST(SafetensorsReader, TruncationAtEveryByteNeverCrashesAndIsAlwaysAnError) {
     auto r = read_bytes(cut);
     EXPECT_TRUE(r.findings.has_errors()) << "length " << len;
   }
+}
+
+// Fuzz regressions (tests/fuzz/corpus/safetensors_header/regress-*): broken JSON inside
+// __metadata__ used to make the reader give up with no finding at all, and unknown tensor
+// fields were skipped unchecked, so a header the reference (serde_json) rejects passed.
+TEST(SafetensorsReader, InvalidJsonAnywhereIsAnErrorInBothModes) {
+  const char* headers[] = {
+      R"({"__metadata__":{"a":"b":1},"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
+      R"({"__metadata__":{"a\q":"b"},"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
+      R"({"__metadata__":nul,"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
+      R"({"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"extra":tru}})",
+      R"({"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"extra":[1,{"x":-}]}})",
+  };
+  for (const char* header : headers) {
+    for (StMode mode : {StMode::strict, StMode::compat}) {
+      SCOPED_TRACE(header);
+      auto r = read_bytes(make_safetensors(header, bytes_of(1)), mode);
+      EXPECT_TRUE(r.findings.has_errors()) << codes(r.findings);
+      EXPECT_TRUE(r.findings.has_code("ST_HEADER_JSON")) << codes(r.findings);
+    }
+  }
+  // A valid unknown field stays a warning.
+  auto ok = read_bytes(make_safetensors(R"({"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"extra":[1,{"x":null}]}})",
+                                        bytes_of(1)));
+  EXPECT_FALSE(ok.findings.has_errors()) << codes(ok.findings);
+  EXPECT_TRUE(ok.findings.has_code("ST_FIELD_UNKNOWN"));
 }
 
 }  // namespace

@@ -226,6 +226,38 @@ TEST(DeepseekV4, ConfigRuleViolationsEachGiveTheirCode) {
   }
 }
 
+// Fuzz regression (tests/fuzz/corpus/config_dsv4/regress-timeout-huge-expert-count.json):
+// n_routed_experts = 64,294,967,296 used to build 400,000 catalogue entries before giving
+// up (over 1 s in the fuzz build). The catalogue is now counted first and limited to
+// 200,000 entries: the largest accepted config builds exactly that, one more is refused
+// with a single finding and nothing built.
+TEST(DeepseekV4, CatalogueLimitIsCheckedBeforeBuilding) {
+  auto size_with = [](uint64_t experts, Findings& f, bool& ok) {
+    return catalogue_of(replace_once(dsv4_tiny_config_json(), "\"n_routed_experts\": 8",
+                                     "\"n_routed_experts\": " + std::to_string(experts)),
+                        f, &ok)
+        .size();
+  };
+  Findings f8, f9;
+  bool ok = false;
+  const size_t at8 = size_with(8, f8, ok), at9 = size_with(9, f9, ok);
+  ASSERT_GT(at9, at8);
+  const uint64_t per_expert = at9 - at8, fixed = at8 - 8 * per_expert;
+  const uint64_t largest = (200'000 - fixed) / per_expert;
+
+  Findings fit;
+  EXPECT_EQ(size_with(largest, fit, ok), fixed + largest * per_expert);
+  EXPECT_TRUE(ok) << errors_of(fit);
+  EXPECT_FALSE(fit.has_errors()) << errors_of(fit);
+
+  for (uint64_t experts : {largest + 1, uint64_t{64294967296}}) {
+    Findings over;
+    EXPECT_EQ(size_with(experts, over, ok), 0u);
+    EXPECT_FALSE(ok);
+    EXPECT_EQ(over.count_code("DSV4_CONFIG_VALUE"), 1u) << errors_of(over);
+  }
+}
+
 TEST(DeepseekV4, TinySynthConfigIsClean) {
   Findings f;
   bool ok = false;
