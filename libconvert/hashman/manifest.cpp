@@ -1,6 +1,7 @@
 #include "hashman/manifest.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,13 @@
 
 namespace ckpt {
 namespace {
+
+// Every check runs (each reports its own finding) in order; true when all passed. Unlike
+// `&` on bools, initializer-list elements are evaluated left to right, so findings come in
+// a fixed order.
+bool all_of(std::initializer_list<bool> results) {
+  return std::all_of(results.begin(), results.end(), [](bool r) { return r; });
+}
 
 namespace fs = std::filesystem;
 
@@ -187,7 +195,7 @@ std::span<float> f32_buffer(size_t n) {
 // One tensor's hashes, fed step by step (steps hold whole decode units).
 class TensorHasher {
  public:
-  TensorHasher(const ModelTensor& t, const HashOptions& o, ManifestTensor& out) : t_(t), o_(o), out_(out) {
+  TensorHasher(const ModelTensor& t, const HashOptions& o, ManifestTensor& out) : o_(o), out_(out) {
     raw_.start(o.algos);
     if (o.dequant) {
       codec_ = value_codec(t);
@@ -225,7 +233,6 @@ class TensorHasher {
   }
 
  private:
-  const ModelTensor& t_;
   const HashOptions& o_;
   ManifestTensor& out_;
   Hashers raw_, f32_;
@@ -572,7 +579,7 @@ class ManifestParser {
     return true;
   }
   bool hashes(simdjson::dom::element obj, const std::string& path, std::string& x, std::string& s) {
-    return hex(obj, path, "xxh3", 16, x) & hex(obj, path, "sha256", 64, s);
+    return all_of({hex(obj, path, "xxh3", 16, x), hex(obj, path, "sha256", 64, s)});
   }
   bool require_algos(const std::string& path, const std::string& x, const std::string& s, const HashAlgos& a) {
     if (a.xxh3 && x.empty()) return bad(path + ".xxh3", "is missing (algorithms lists xxh3)");
@@ -592,7 +599,7 @@ class ManifestParser {
 bool ManifestParser::read_file(simdjson::dom::element e, const std::string& path, const HashManifest& m,
                                ManifestFile& f) {
   if (!only_keys(e, path, {"name", "size", "xxh3", "sha256"})) return false;
-  bool ok = str(e, path, "name", f.name, true) & u64(e, path, "size", f.size) & hashes(e, path, f.xxh3, f.sha256);
+  bool ok = all_of({str(e, path, "name", f.name, true), u64(e, path, "size", f.size), hashes(e, path, f.xxh3, f.sha256)});
   if (ok && f.name.empty()) ok = bad(path + ".name", "is empty");
   return ok && require_algos(path, f.xxh3, f.sha256, m.file_hashes ? m.algos : HashAlgos{false, false});
 }
@@ -602,10 +609,10 @@ bool ManifestParser::read_tensor(simdjson::dom::element e, const std::string& pa
   if (!only_keys(e, path, {"name", "type", "shape", "bytes", "file", "xxh3", "sha256", "f32_xxh3", "f32_sha256",
                            "f32_unsupported"}))
     return false;
-  bool ok = str(e, path, "name", t.name, true) & str(e, path, "type", t.type, true, 64) &
-            str(e, path, "file", t.file, true) & u64(e, path, "bytes", t.bytes) & hashes(e, path, t.xxh3, t.sha256) &
-            hex(e, path, "f32_xxh3", 16, t.f32_xxh3) & hex(e, path, "f32_sha256", 64, t.f32_sha256) &
-            str(e, path, "f32_unsupported", t.f32_unsupported, false);
+  bool ok = all_of({str(e, path, "name", t.name, true), str(e, path, "type", t.type, true, 64),
+                    str(e, path, "file", t.file, true), u64(e, path, "bytes", t.bytes), hashes(e, path, t.xxh3, t.sha256),
+                    hex(e, path, "f32_xxh3", 16, t.f32_xxh3), hex(e, path, "f32_sha256", 64, t.f32_sha256),
+                    str(e, path, "f32_unsupported", t.f32_unsupported, false)});
   auto shape = json_get(e, "shape");
   simdjson::dom::array dims;
   if (!shape || shape->get_array().get(dims)) {
@@ -661,10 +668,10 @@ bool ManifestParser::parse(simdjson::dom::element root, HashManifest& m) {
   auto model = json_get(root, "model");
   if (!model) return bad("$.model", "is missing");
   if (!only_keys(*model, "$.model", {"tensor_count", "bytes", "xxh3", "sha256", "f32_xxh3", "f32_sha256"})) return false;
-  bool ok = u64(*model, "$.model", "tensor_count", m.tensor_count) & u64(*model, "$.model", "bytes", m.tensor_bytes) &
-            hashes(*model, "$.model", m.model_xxh3, m.model_sha256) &
-            hex(*model, "$.model", "f32_xxh3", 16, m.model_f32_xxh3) &
-            hex(*model, "$.model", "f32_sha256", 64, m.model_f32_sha256);
+  bool ok = all_of({u64(*model, "$.model", "tensor_count", m.tensor_count), u64(*model, "$.model", "bytes", m.tensor_bytes),
+                    hashes(*model, "$.model", m.model_xxh3, m.model_sha256),
+                    hex(*model, "$.model", "f32_xxh3", 16, m.model_f32_xxh3),
+                    hex(*model, "$.model", "f32_sha256", 64, m.model_f32_sha256)});
   if (!ok || !require_algos("$.model", m.model_xxh3, m.model_sha256, m.algos)) return false;
   simdjson::dom::array files, tensors;
   auto fv = json_get(root, "files");
