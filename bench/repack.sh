@@ -14,18 +14,7 @@ DIR="$DATA/repack"
 IN="$DIR/moe-${LAYERS}x${EXPERTS}.gguf"
 mkdir -p "$DIR"
 
-best_of_3() {  # prints the best wall time in seconds of the command "$@"
-  local best=""
-  for _ in 1 2 3; do
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; exit 1; }
-    t1=$(date +%s.%N)
-    best=$(python3 -c "t=$t1-$t0; b='$best'; print(min(t, float(b)) if b else t)")
-  done
-  echo "$best"
-}
-ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
+source "$(dirname "$0")/lib.sh"
 
 [ -f "$IN" ] || python3 "$(dirname "$0")/make_gguf.py" "$IN" "$LAYERS" "$EXPERTS"
 bytes=$(stat -c %s "$IN")
