@@ -28,6 +28,24 @@ __global__ void k_fp8_e8m0(const uint8_t* w, uint64_t n, uint64_t cols, uint64_t
   }
 }
 
+// Four FP8 codes (one little-endian word) sharing scale entry s -> four BF16, two per word.
+template <bool kE8m0>
+__device__ inline uint2 fp8_word_to_bf16(uint32_t word, const void* scale, uint32_t s) {
+  uint32_t o[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t c0 = (word >> (16 * h)) & 0xFF, c1 = (word >> (16 * h + 8)) & 0xFF;
+    if constexpr (kE8m0) {
+      const uint8_t e = static_cast<const uint8_t*>(scale)[s];
+      o[h] = fp8_e8m0_to_bf16(c0, e) | (uint32_t(fp8_e8m0_to_bf16(c1, e)) << 16);
+    } else {
+      const float f = static_cast<const float*>(scale)[s];
+      o[h] = fp8_f32_to_bf16(c0, f) | (uint32_t(fp8_f32_to_bf16(c1, f)) << 16);
+    }
+  }
+  return make_uint2(o[0], o[1]);
+}
+
 // Sixteen elements per thread (one 16-byte load, two 16-byte stores: enough bytes in flight
 // to run at copy speed) when cols and the block width are multiples of 16, so a 16-group
 // never crosses a row or a scale block and its scale is read once. Rows run along the
@@ -40,22 +58,10 @@ __global__ void k_fp8_x16(const uint4* w, uint32_t rows, uint32_t cols16, uint32
     for (uint32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols16; c += gridDim.x * blockDim.x) {
       const uint32_t i = r * cols16 + c, s = srow + c / bc16;
       const uint4 in = w[i];
-      const uint32_t words[4] = {in.x, in.y, in.z, in.w};
-      uint32_t o[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const uint32_t word = words[j / 2], sh = 16 * (j % 2);
-        const uint8_t c0 = (word >> sh) & 0xFF, c1 = (word >> (sh + 8)) & 0xFF;
-        if constexpr (kE8m0) {
-          const uint8_t e = static_cast<const uint8_t*>(scale)[s];
-          o[j] = fp8_e8m0_to_bf16(c0, e) | (uint32_t(fp8_e8m0_to_bf16(c1, e)) << 16);
-        } else {
-          const float f = static_cast<const float*>(scale)[s];
-          o[j] = fp8_f32_to_bf16(c0, f) | (uint32_t(fp8_f32_to_bf16(c1, f)) << 16);
-        }
-      }
-      out[2 * i] = make_uint4(o[0], o[1], o[2], o[3]);
-      out[2 * i + 1] = make_uint4(o[4], o[5], o[6], o[7]);
+      const uint2 a = fp8_word_to_bf16<kE8m0>(in.x, scale, s), b = fp8_word_to_bf16<kE8m0>(in.y, scale, s);
+      const uint2 c2 = fp8_word_to_bf16<kE8m0>(in.z, scale, s), d = fp8_word_to_bf16<kE8m0>(in.w, scale, s);
+      out[2 * i] = make_uint4(a.x, a.y, b.x, b.y);
+      out[2 * i + 1] = make_uint4(c2.x, c2.y, d.x, d.y);
     }
   }
 }
@@ -72,20 +78,8 @@ __global__ void k_fp8_x8(const uint2* w, uint32_t rows, uint32_t cols8, uint32_t
     for (uint32_t c8 = blockIdx.x * blockDim.x + threadIdx.x; c8 < cols8; c8 += gridDim.x * blockDim.x) {
       const uint32_t i = r * cols8 + c8, s = srow + c8 / bc8;
       const uint2 c = w[i];
-      uint32_t o[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t word = j < 2 ? c.x : c.y, sh = 16 * (j % 2);
-        const uint8_t c0 = (word >> sh) & 0xFF, c1 = (word >> (sh + 8)) & 0xFF;
-        if constexpr (kE8m0) {
-          const uint8_t e = static_cast<const uint8_t*>(scale)[s];
-          o[j] = fp8_e8m0_to_bf16(c0, e) | (uint32_t(fp8_e8m0_to_bf16(c1, e)) << 16);
-        } else {
-          const float f = static_cast<const float*>(scale)[s];
-          o[j] = fp8_f32_to_bf16(c0, f) | (uint32_t(fp8_f32_to_bf16(c1, f)) << 16);
-        }
-      }
-      out[i] = make_uint4(o[0], o[1], o[2], o[3]);
+      const uint2 a = fp8_word_to_bf16<kE8m0>(c.x, scale, s), b = fp8_word_to_bf16<kE8m0>(c.y, scale, s);
+      out[i] = make_uint4(a.x, a.y, b.x, b.y);
     }
   }
 }
