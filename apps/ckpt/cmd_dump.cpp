@@ -14,7 +14,7 @@
 
 #include "commands.h"
 #include "formats/loader.h"
-#include "formats/tensor_dump.h"
+#include "model/tensor_values.h"
 #include "io/atomic_file.h"
 
 namespace ckptcli {

@@ -21,7 +21,7 @@
 #include "report/inspect.h"
 #include "report/validation_report.h"
 #include "synth/synth_dsv4.h"
-#include "validate/merge.h"
+#include "report/merge.h"
 #include "validate/validate.h"
 
 namespace {

@@ -8,14 +8,14 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
-#include "convert/config_rewrite.h"
+#include "plan/config_rewrite.h"
 #include "convert/finalize.h"
 #include "convert/records.h"
 #include "convert/shard_writer.h"
 #include "formats/json.h"
 #include "io/atomic_file.h"
 #include "io/hash.h"
-#include "report/json_writer.h"
+#include "formats/json_writer.h"
 
 namespace ckpt {
 namespace fs = std::filesystem;

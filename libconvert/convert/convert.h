@@ -10,8 +10,8 @@
 #include <string>
 
 #include "convert/finalize.h"
-#include "convert/partition.h"
-#include "convert/plan.h"
+#include "core/partition.h"
+#include "plan/plan.h"
 #include "convert/records.h"  // record_path: where --resume looks for per-shard records
 #include "core/findings.h"
 

@@ -6,7 +6,7 @@
 
 #include <tbb/parallel_for.h>
 
-#include "convert/partition.h"
+#include "core/partition.h"
 #include "convert/records.h"
 #include "convert/shard_writer.h"
 

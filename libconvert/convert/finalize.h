@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/plan.h"
+#include "plan/plan.h"
 #include "core/findings.h"
 #include "formats/loader.h"
 

@@ -6,7 +6,7 @@
 #include "formats/json.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
-#include "report/json_writer.h"
+#include "formats/json_writer.h"
 
 namespace ckpt {
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "convert/plan.h"
+#include "plan/plan.h"
 #include "convert/shard_writer.h"
 #include "formats/loader.h"
 

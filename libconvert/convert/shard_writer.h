@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "convert/plan.h"
+#include "plan/plan.h"
 #include "formats/loader.h"
 
 namespace ckpt {

@@ -10,10 +10,10 @@
 #include <tbb/parallel_for.h>
 
 #include "formats/json.h"
-#include "hashman/decode.h"
+#include "model/value_codec.h"
 #include "hashman/manifest.h"
 #include "io/mapped_file.h"
-#include "report/json_writer.h"
+#include "formats/json_writer.h"
 
 namespace ckpt {
 namespace {

@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 
 namespace ckpt {
 

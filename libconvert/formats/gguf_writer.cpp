@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 
 namespace ckpt {
 namespace {

@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 
 namespace ckpt {
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "formats/dtype.h"
+#include "core/dtype.h"
 
 namespace ckpt {
 

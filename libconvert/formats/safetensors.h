@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/findings.h"
-#include "formats/dtype.h"
+#include "core/dtype.h"
 #include "io/mapped_file.h"
 
 namespace ckpt {

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "formats/dtype.h"
+#include "core/dtype.h"
 
 namespace ckpt {
 

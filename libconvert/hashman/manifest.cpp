@@ -12,14 +12,14 @@
 #include <tbb/task_arena.h>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "formats/json.h"
-#include "hashman/decode.h"
+#include "model/value_codec.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
 #include "repack/expert_pack.h"
 #include "repack/pack_validate.h"
-#include "report/json_writer.h"
+#include "formats/json_writer.h"
 
 namespace ckpt {
 namespace {

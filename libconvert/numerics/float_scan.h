@@ -7,7 +7,7 @@
 #include <optional>
 #include <span>
 
-#include "formats/dtype.h"
+#include "core/dtype.h"
 
 namespace ckpt {
 

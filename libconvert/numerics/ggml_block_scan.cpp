@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 
 namespace ckpt {
 

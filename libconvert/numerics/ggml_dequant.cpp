@@ -2,7 +2,7 @@
 
 #include <bit>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "numerics/ggml_tables.h"
 
 // Why plain float arithmetic is bit-exact here (gguf.md §5): every product d·sc·q has at

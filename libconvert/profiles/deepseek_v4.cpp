@@ -13,7 +13,8 @@
 #include "formats/json.h"
 #include "profiles/embedded.h"
 #include "profiles/expr.h"
-#include "validate/pairing.h"
+#include "model/pairing.h"
+#include "model/quant_config.h"
 
 namespace ckpt {
 namespace {
@@ -208,7 +209,7 @@ bool check_quant_config(element cfg, const std::string& file, Findings& f, Model
   string_key_equals(*q, "fmt", "e4m3", file, f, "DSV4_QUANT_CONFIG");
   string_key_equals(*q, "scale_fmt", "ue8m0", file, f, "DSV4_QUANT_CONFIG");
   uint64_t bm = 0, bn = 0;
-  if (!dsv4_weight_block_size(cfg, bm, bn)) {
+  if (!weight_block_size_from_config(cfg, bm, bn)) {
     f.error("DSV4_QUANT_CONFIG", file, "", std::nullopt,
             "quantization_config.weight_block_size must be two positive integers (e.g. [128, 128]); it is "
             "read, never assumed");
@@ -682,16 +683,6 @@ void compare_actual(const ModelView& view, const std::vector<char>& matched,
 
 }  // namespace
 
-bool dsv4_weight_block_size(element config, uint64_t& rows, uint64_t& cols) {
-  auto q = json_get(config, "quantization_config");
-  if (!q) return false;
-  auto wbs = json_int_array(*q, "weight_block_size");
-  if (!wbs || wbs->size() != 2 || (*wbs)[0] < 1 || (*wbs)[1] < 1) return false;
-  rows = static_cast<uint64_t>((*wbs)[0]);
-  cols = static_cast<uint64_t>((*wbs)[1]);
-  return true;
-}
-
 bool dsv4_expected_catalogue(element config, const std::string& config_display, Findings& f,
                              std::vector<ExpectedTensor>& out) {
   out.clear();
@@ -748,7 +739,7 @@ void check_deepseek_v4(const ModelView& view, Findings& f) {
         f.error("DSV4_QUANT_CONFIG", view.file_of(t), t.name, t.offset,
                 "F8_E4M3 tensor, but config.json has no quantization_config (expert_dtype \"bf16\" marks a fully "
                 "BF16 checkpoint): no loader would apply its scale");
-  } else if (!dsv4_weight_block_size(cfg, po.block_rows, po.block_cols)) {
+  } else if (!weight_block_size_from_config(cfg, po.block_rows, po.block_cols)) {
     return;  // already reported
   }
   check_fp8_pairing(view, po, f);

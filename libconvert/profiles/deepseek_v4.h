@@ -32,9 +32,6 @@ struct ExpectedTensor {
 bool dsv4_expected_catalogue(simdjson::dom::element config, const std::string& config_display, Findings& f,
                              std::vector<ExpectedTensor>& out);
 
-// quantization_config.weight_block_size as [rows, cols]; false when absent or invalid.
-bool dsv4_weight_block_size(simdjson::dom::element config, uint64_t& rows, uint64_t& cols);
-
 // Full tensor-contract check of a safetensors checkpoint against the catalogue derived
 // from view.config, the dtype policy, and FP8/MXFP4 scale pairing. Accepts the
 // converted form (a BF16 P.weight where the catalogue has an FP8 pair, without P.scale).

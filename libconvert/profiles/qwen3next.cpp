@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "formats/json.h"
 #include "profiles/embedded.h"
 

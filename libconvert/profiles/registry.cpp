@@ -2,6 +2,7 @@
 
 #include "formats/json.h"
 #include "profiles/deepseek_v4.h"
+#include "model/quant_config.h"
 #include "profiles/embedded.h"
 #include "profiles/qwen3next.h"
 
@@ -50,7 +51,7 @@ PairingOptions pairing_options_for(const LoadedModel& m, const std::string& prof
   PairingOptions o;
   o.allow_bare_fp8_names = profile == "deepseek-v4-flash";
   const JsonDoc* cfg = m.checkpoint.config.get();
-  if (cfg && dsv4_weight_block_size(cfg->root(), o.block_rows, o.block_cols)) return o;
+  if (cfg && weight_block_size_from_config(cfg->root(), o.block_rows, o.block_cols)) return o;
   for (const auto& t : m.view.tensors)
     if (t.dtype == Dtype::F8_E4M3) {
       f.info("FP8_BLOCK_ASSUMED", "config.json", "", std::nullopt,

@@ -7,7 +7,7 @@
 
 #include "core/findings.h"
 #include "formats/loader.h"
-#include "validate/pairing.h"
+#include "model/pairing.h"
 
 namespace ckpt {
 

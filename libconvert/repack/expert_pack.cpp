@@ -16,13 +16,13 @@
 #include <thread>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "io/atomic_file.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
-#include "report/json_writer.h"
+#include "formats/json_writer.h"
 
 namespace ckpt {
 

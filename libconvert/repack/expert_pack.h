@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/findings.h"
+#include "formats/pack_manifest.h"
 
 namespace ckpt {
 
@@ -28,15 +29,6 @@ struct RepackOptions {
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
-// The pack's fixed file names and the keys dense.gguf records the repack under.
-inline constexpr const char* kPackExpertsFile = "experts.bin";
-inline constexpr const char* kPackDenseFile = "dense.gguf";
-inline constexpr const char* kPackManifestFile = "manifest.json";
-inline constexpr const char* kPackManifestSchema = "ckptkit/expert-pack-manifest/v1";
-inline constexpr const char* kRepackExpertsKey = "ckptkit.repack.experts";  // = "experts.bin"
-inline constexpr const char* kRepackALogKey = "ckptkit.repack.a_log";      // = "fixed" or "kept"
-inline constexpr uint64_t kRepackMinAlign = 512;                            // O_DIRECT's smallest sector
-inline constexpr uint64_t kRepackMaxAlign = uint64_t{1} << 30;
 
 // Status values (the CLI's exit codes).
 enum RepackStatus : int { kRepackOk = 0, kRepackInputError = 1, kRepackUsage = 2, kRepackIoError = 3 };

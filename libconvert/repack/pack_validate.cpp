@@ -10,14 +10,14 @@
 #include <vector>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "formats/json.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
 #include "repack/expert_pack.h"
-#include "repack/pack_manifest.h"
+#include "formats/pack_manifest.h"
 
 namespace ckpt {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "report/json_writer.h"
+#include "formats/json_writer.h"
 #include "report/validation_report.h"
 
 namespace ckpt {

@@ -1,9 +1,9 @@
 #include "report/inspect.h"
 
 #include "formats/json.h"
-#include "report/json_writer.h"
+#include "formats/json_writer.h"
 #include "report/validation_report.h"
-#include "validate/structure_hash.h"
+#include "model/structure_hash.h"
 
 namespace ckpt {
 namespace {

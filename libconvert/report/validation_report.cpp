@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "report/json_writer.h"
-#include "validate/merge.h"
+#include "formats/json_writer.h"
+#include "report/merge.h"
 
 namespace ckpt {
 namespace {

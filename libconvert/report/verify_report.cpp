@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <map>
 
-#include "report/json_writer.h"
+#include "formats/json_writer.h"
 
 namespace ckpt {
 

@@ -8,7 +8,7 @@
 
 #include <tbb/parallel_for.h>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
 #include "numerics/float_scan.h"

@@ -6,8 +6,8 @@
 
 #include <tbb/parallel_for.h>
 
-#include "convert/config_rewrite.h"
-#include "convert/plan.h"
+#include "plan/config_rewrite.h"
+#include "plan/plan.h"
 #include "core/checked_math.h"
 #include "formats/json.h"
 #include "numerics/fp8.h"

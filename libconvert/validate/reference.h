@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/findings.h"
-#include "convert/plan.h"
+#include "plan/plan.h"
 #include "formats/loader.h"
 
 namespace ckpt {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/partition.h"
+#include "core/partition.h"
 #include "core/findings.h"
 #include "formats/safetensors.h"
 

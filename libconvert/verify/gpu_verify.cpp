@@ -7,14 +7,14 @@
 #include <filesystem>
 #include <random>
 
-#include "convert/plan.h"
-#include "formats/ggml_types.h"
+#include "plan/plan.h"
+#include "core/ggml_types.h"
 #include "formats/loader.h"
 #include "numerics/fp8.h"
 #include "numerics/ggml_dequant.h"
 #include "numerics/int8_gemm_ref.h"
 #include "numerics/int8_shift.h"
-#include "repack/pack_manifest.h"
+#include "formats/pack_manifest.h"
 #include "repack/pack_validate.h"
 #include "validate/reference.h"
 

@@ -12,7 +12,7 @@
 #include "formats/json.h"
 #include "numerics/mxfp4.h"
 #include "test_util.h"
-#include "validate/pairing.h"
+#include "model/pairing.h"
 #include "validate/validate.h"
 
 namespace ckpt {

@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "test_util.h"
 
 namespace ckpt {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "test_util.h"
 
 namespace ckpt {

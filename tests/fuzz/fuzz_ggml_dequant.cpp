@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "fuzz_util.h"
 #include "numerics/ggml_block_scan.h"
 #include "numerics/ggml_dequant.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "formats/gguf.h"
 #include "test_util.h"
 

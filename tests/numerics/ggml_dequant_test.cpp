@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "numerics/ggml_tables.h"
 
 namespace ckpt {

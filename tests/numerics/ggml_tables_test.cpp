@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "io/hash.h"
 #include "numerics/ggml_dequant.h"
 

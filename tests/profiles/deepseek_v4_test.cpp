@@ -10,7 +10,7 @@
 #include "formats/json.h"
 #include "synth/synth_dsv4.h"
 #include "test_util.h"
-#include "validate/structure_hash.h"
+#include "model/structure_hash.h"
 
 namespace ckpt {
 namespace {

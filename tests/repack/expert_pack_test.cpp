@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "formats/json.h"

@@ -14,7 +14,7 @@
 #include "formats/json.h"
 #include "profiles/deepseek_v4.h"
 #include "test_util.h"
-#include "validate/structure_hash.h"
+#include "model/structure_hash.h"
 
 namespace ckpt {
 namespace {

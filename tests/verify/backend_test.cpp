@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "numerics/fp8.h"
 #include "numerics/ggml_dequant.h"
 #include "numerics/int8_gemm_ref.h"

@@ -1,11 +1,11 @@
-#include "hashman/decode.h"
+#include "model/value_codec.h"
 
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "numerics/fp8.h"
 #include "numerics/ggml_dequant.h"
 

@@ -1,4 +1,4 @@
-#include "repack/pack_manifest.h"
+#include "formats/pack_manifest.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,11 +6,10 @@
 #include <initializer_list>
 #include <optional>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "formats/gguf.h"
 #include "formats/json.h"
 #include "io/hash.h"
-#include "repack/expert_pack.h"
 
 namespace ckpt {
 namespace {

@@ -1,4 +1,4 @@
-#include "convert/plan.h"
+#include "plan/plan.h"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "profiles/registry.h"
-#include "validate/structure_hash.h"
+#include "model/structure_hash.h"
 
 namespace ckpt {
 namespace fs = std::filesystem;

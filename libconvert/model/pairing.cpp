@@ -1,4 +1,4 @@
-#include "validate/pairing.h"
+#include "model/pairing.h"
 
 #include <cctype>
 #include <string_view>

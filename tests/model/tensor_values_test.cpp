@@ -1,6 +1,6 @@
 // dump_tensor against ggml's own to_float output (every tensor of the qwen3next fixture),
 // the peers' BF16 references for FP8 weights, and hand-computed MXFP4 experts.
-#include "formats/tensor_dump.h"
+#include "model/tensor_values.h"
 
 #include <cmath>
 #include <cstring>
@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "formats/json.h"
 #include "io/hash.h"
 #include "numerics/fp8.h"

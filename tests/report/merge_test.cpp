@@ -1,7 +1,7 @@
 // validate --partition / --merge: the merged report equals the single-process report
 // (byte for byte, summary.seconds aside) with findings in several partitions, for GGUF
 // too; inconsistent sets of parts are refused with a clear error.
-#include "validate/merge.h"
+#include "report/merge.h"
 
 #include <filesystem>
 

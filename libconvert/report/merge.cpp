@@ -1,4 +1,4 @@
-#include "validate/merge.h"
+#include "report/merge.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "formats/dtype.h"
+#include "core/dtype.h"
 
 #include <array>
 

@@ -1,4 +1,4 @@
-#include "formats/tensor_dump.h"
+#include "model/tensor_values.h"
 
 #include <algorithm>
 #include <bit>
@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "core/checked_math.h"
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 #include "numerics/fp8.h"
 #include "numerics/ggml_dequant.h"
-#include "profiles/deepseek_v4.h"
-#include "validate/pairing.h"
+#include "model/quant_config.h"
+#include "model/pairing.h"
 
 namespace ckpt {
 namespace {
@@ -215,7 +215,7 @@ bool Dumper::fp8() {
   const ModelTensor* s = fp8_scale(f32_scale);
   if (!s) return fail(DumpError::unsupported, "F8_E4M3 weight without a scale (.scale or .weight_scale_inv)");
   Fp8Grid g{t_.shape[0], t_.shape[1], 128, 128};
-  if (const JsonDoc* cfg = m_.checkpoint.config.get()) dsv4_weight_block_size(cfg->root(), g.block_rows, g.block_cols);
+  if (const JsonDoc* cfg = m_.checkpoint.config.get()) weight_block_size_from_config(cfg->root(), g.block_rows, g.block_cols);
   const uint64_t srows = fp8_scale_rows(g), scols = fp8_scale_cols(g);
   const Dtype sd = f32_scale ? Dtype::F32 : Dtype::F8_E8M0;
   if (!check_scale(*s, sd, srows, scols)) return false;

@@ -1,4 +1,4 @@
-#include "convert/config_rewrite.h"
+#include "plan/config_rewrite.h"
 
 #include <gtest/gtest.h>
 

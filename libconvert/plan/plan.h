@@ -13,7 +13,7 @@
 #include "formats/loader.h"
 #include "formats/safetensors_writer.h"
 #include "numerics/int8_shift.h"
-#include "validate/pairing.h"
+#include "model/pairing.h"
 
 namespace ckpt {
 

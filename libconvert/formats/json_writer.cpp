@@ -1,4 +1,4 @@
-#include "report/json_writer.h"
+#include "formats/json_writer.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "validate/structure_hash.h"
+#include "model/structure_hash.h"
 
 #include <gtest/gtest.h>
 

@@ -13,6 +13,15 @@
 
 namespace ckpt {
 
+// The pack's fixed file names and the keys dense.gguf records the repack under.
+inline constexpr const char* kPackExpertsFile = "experts.bin";
+inline constexpr const char* kPackDenseFile = "dense.gguf";
+inline constexpr const char* kPackManifestFile = "manifest.json";
+inline constexpr const char* kPackManifestSchema = "ckptkit/expert-pack-manifest/v1";
+inline constexpr const char* kRepackExpertsKey = "ckptkit.repack.experts";  // = "experts.bin"
+inline constexpr const char* kRepackALogKey = "ckptkit.repack.a_log";      // = "fixed" or "kept"
+inline constexpr uint64_t kRepackMinAlign = 512;                            // O_DIRECT's smallest sector
+inline constexpr uint64_t kRepackMaxAlign = uint64_t{1} << 30;
 inline constexpr uint64_t kPackMaxManifestBytes = uint64_t{1} << 30;
 
 struct PackManifestPart {

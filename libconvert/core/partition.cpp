@@ -1,4 +1,4 @@
-#include "convert/partition.h"
+#include "core/partition.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -3,7 +3,7 @@
 // separate processes, then --finalize, give an output byte-identical (every file) to a
 // single-process conversion, and the merged deep-validation report equals the
 // single-process one. Finalize refuses missing, partial and mismatched shards.
-#include "convert/partition.h"
+#include "core/partition.h"
 
 #include <filesystem>
 #include <map>

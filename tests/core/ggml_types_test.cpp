@@ -1,4 +1,4 @@
-#include "formats/ggml_types.h"
+#include "core/ggml_types.h"
 
 #include <gtest/gtest.h>
 
