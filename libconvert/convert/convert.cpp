@@ -5,11 +5,13 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
 #include "plan/config_rewrite.h"
 #include "convert/finalize.h"
+#include "convert/output_dir.h"
 #include "convert/records.h"
 #include "convert/shard_writer.h"
 #include "formats/json.h"
@@ -34,7 +36,9 @@ bool is_inside(const fs::path& child, const fs::path& parent) {
   return !rel.empty() && *rel.begin() != "..";
 }
 
-// OUT may not be IN, inside IN, or contain IN; a non-empty OUT needs --resume or --overwrite.
+// OUT may not be IN, inside IN, or contain IN; a non-empty OUT needs --resume or --overwrite
+// (or is shared by partitions); and an OUT holding a checkpoint ckptkit did not write is
+// never written into, whatever the flags (IN and OUT swapped must not destroy the original).
 bool check_paths(const ConvertOptions& o, ConvertReport& r) {
   std::error_code ec;
   fs::path in = fs::weakly_canonical(o.input, ec), out = fs::weakly_canonical(o.output, ec);
@@ -47,10 +51,24 @@ bool check_paths(const ConvertOptions& o, ConvertReport& r) {
     fail(r, ConvertStatus::usage_error, "CONVERT_PATHS", o.output, o.output + " exists and is not a directory");
     return false;
   }
-  bool non_empty = fs::is_directory(out, ec) && fs::directory_iterator(out, ec) != fs::directory_iterator();
-  // Partitions share OUT (each writes only its own shards); --finalize reads it.
+  if (o.dry_run || !fs::is_directory(out, ec) || !out_has_content(o.output)) return true;
+  auto found = checkpoint_files_in(o.output);
+  if (!found.empty() && !is_ckptkit_output(o.output)) {
+    std::string list;
+    for (const auto& f : found) list += (list.empty() ? "" : ", ") + f;
+    std::string swapped = is_ckptkit_output(o.input) ? "; the input " + o.input +
+                                                           " is itself a ckptkit output: are IN and OUT swapped?"
+                                                     : "";
+    fail(r, ConvertStatus::usage_error, "CONVERT_OUTPUT_FOREIGN", o.output,
+         o.output + " holds a checkpoint that ckptkit did not write (" + list + "; nothing in " + o.output +
+             "/.ckptkit/ records it as a ckptkit output). --resume, --overwrite, --partition and --finalize only "
+             "ever replace a previous ckptkit output" + swapped +
+             "; choose an empty output directory (or remove that checkpoint yourself)");
+    return false;
+  }
+  // Partitions share OUT (each writes only its own shards); --finalize completes it.
   bool shared_out = o.partition.active() || o.finalize;
-  if (non_empty && !o.resume && !o.overwrite && !o.dry_run && !shared_out) {
+  if (!o.resume && !o.overwrite && !shared_out) {
     fail(r, ConvertStatus::usage_error, "CONVERT_OUTPUT_NOT_EMPTY", o.output,
          o.output + " is not empty; pass --resume to finish an interrupted conversion or --overwrite to replace it");
     return false;
@@ -109,8 +127,7 @@ std::string index_json(const ConversionPlan& plan) {
 }
 
 bool copy_side_file(const fs::path& from, const fs::path& to, std::string& error) {
-  std::error_code ec;
-  fs::create_directories(to.parent_path(), ec);
+  if (!create_directories_durable(to.parent_path().string(), error)) return false;
   MappedFile src;
   IoError err;
   if (!src.open(from.string(), err)) {
@@ -132,35 +149,6 @@ bool copy_side_file(const fs::path& from, const fs::path& to, std::string& error
   return out.commit(error);
 }
 
-// ".<name>.tmp.<pid>": what AtomicOutput leaves behind when a run is killed.
-bool is_stale_temp(const std::string& name) {
-  auto pos = name.rfind(".tmp.");
-  if (name.empty() || name[0] != '.' || pos == std::string::npos || pos + 5 >= name.size()) return false;
-  return name.find_first_not_of("0123456789", pos + 5) == std::string::npos;
-}
-
-// ".<shard>.tmp.<pid>" or ".<shard>.json.tmp.<pid>" (its record) for one of `shards`.
-bool temp_belongs_to(const std::string& temp, const std::vector<std::string>& shards) {
-  std::string base = temp.substr(1, temp.rfind(".tmp.") - 1);
-  if (base.ends_with(".json")) base.resize(base.size() - 5);
-  return std::find(shards.begin(), shards.end(), base) != shards.end();
-}
-
-// Temporaries of an interrupted run never become outputs; remove them before resuming.
-// A partition removes only the temporaries of its own shards and records: the other
-// partitions may be writing theirs into the same OUT right now.
-void remove_stale_temps(const std::string& out_dir, const std::vector<std::string>* only_for = nullptr) {
-  std::error_code ec;
-  if (!fs::is_directory(out_dir, ec)) return;
-  std::vector<fs::path> stale;
-  for (auto it = fs::recursive_directory_iterator(out_dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec))
-    if (it->is_regular_file(ec) && is_stale_temp(it->path().filename().string()) &&
-        (!only_for || temp_belongs_to(it->path().filename().string(), *only_for)))
-      stale.push_back(it->path());
-  for (const auto& p : stale) fs::remove(p, ec);
-}
-
 uint64_t free_bytes(const fs::path& out) {
   fs::path probe = out;
   std::error_code ec;
@@ -176,6 +164,17 @@ uint64_t peak_rss() {
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
 }
 
+bool write_record(const ConvertOptions& o, ShardRecord& rec, ConvertReport& r) {
+  rec.partition_index = o.partition.index;
+  rec.partition_count = o.partition.count;
+  std::string error;
+  if (write_file_atomic(record_path(o.output, rec.shard), record_json(rec), error)) return true;
+  fail(r, ConvertStatus::io_error, "IO_WRITE", rec.shard, error);
+  return false;
+}
+
+// Each shard: its record in state "writing" first (OUT now says a ckptkit run owns that
+// name, and an interrupted write is never trusted), the shard, then its finished record.
 bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r,
                   const std::vector<bool>& done, const std::vector<bool>& owned) {
   uint64_t total = 0, written = 0;
@@ -194,6 +193,8 @@ bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport&
       ++r.shards_resumed;
       continue;
     }
+    ShardRecord rec = planned_record(in, r.plan, shard);
+    if (!write_record(o, rec, r)) return false;
     auto result = write_shard(in, r.plan, shard, (fs::path(o.output) / shard.name).string(), wo);
     if (result.status != WriteStatus::ok) {
       auto status = result.status == WriteStatus::input_error ? ConvertStatus::input_error : ConvertStatus::io_error;
@@ -201,14 +202,13 @@ bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport&
       return false;
     }
     std::string error;
-    result.record.partition_index = o.partition.index;
-    result.record.partition_count = o.partition.count;
-    if (!write_file_atomic(record_path(o.output, shard.name), record_json(result.record), error)) {
-      fail(r, ConvertStatus::io_error, "IO_WRITE", shard.name, error);
+    if (!finish_record(in, result, rec, error)) {
+      fail(r, ConvertStatus::io_error, "CONVERT_INTERNAL", shard.name, error);
       return false;
     }
+    if (!write_record(o, rec, r)) return false;
     kill_point("shard record written");
-    r.bytes_written += result.record.output_size;
+    r.bytes_written += result.output_size;
     ++r.shards_written;
     for (const auto& [fused, stats] : result.remap_stats) r.remap_stats[fused].merge(stats);
   }
@@ -226,10 +226,23 @@ bool write_side_files(const ConvertOptions& o, ConvertReport& r) {
   return true;
 }
 
+bool writes_index(const LoadedModel& in, const ConversionPlan& plan) {
+  return in.checkpoint.index.present || plan.shards.size() > 1;
+}
+
+// Every file of OUT this plan produces (relative paths; .ckptkit/ aside).
+std::set<std::string> planned_files(const LoadedModel& in, const ConvertReport& r) {
+  std::set<std::string> files(r.plan.side_files.begin(), r.plan.side_files.end());
+  for (const auto& s : r.plan.shards) files.insert(s.name);
+  if (writes_index(in, r.plan)) files.insert(kIndexName);
+  if (!r.config_json.empty()) files.insert("config.json");
+  return files;
+}
+
 // The index and config.json come last: a checkpoint that has them is complete.
 bool write_index_and_config(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
   std::string error;
-  if (in.checkpoint.index.present || r.plan.shards.size() > 1) {
+  if (writes_index(in, r.plan)) {
     if (!write_file_atomic((fs::path(o.output) / kIndexName).string(), index_json(r.plan), error)) {
       fail(r, ConvertStatus::io_error, "IO_WRITE", kIndexName, error);
       return false;
@@ -249,14 +262,114 @@ void finish(ConvertReport& r, std::chrono::steady_clock::time_point start) {
   r.peak_rss_bytes = peak_rss();
 }
 
+uint64_t disk_needed(const ConvertReport& r, const std::vector<bool>& owned, const std::vector<bool>& done,
+                     const ConvertOptions& o) {
+  uint64_t n = o.partition.active() ? 0 : r.plan.side_bytes + r.config_json.size() + index_json(r.plan).size();
+  for (size_t i = 0; i < done.size(); ++i)
+    if (owned[i] && !done[i]) n += r.plan.shards[i].file_bytes;
+  return n;
+}
+
+// OUT and its bookkeeping directories exist (made durable), and this run holds its locks:
+// OUT's exclusively, or for a partition OUT's shared and its own shards' exclusively.
+bool open_output(const ConvertOptions& o, const std::vector<std::string>* partition_shards, OutputLocks& locks,
+                 ConvertReport& r) {
+  std::string error;
+  if (!create_directories_durable(records_dir(o.output), error)) {
+    fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
+    return false;
+  }
+  std::string what = "ckpt convert";
+  if (o.partition.active()) what += " --partition " + o.partition.text();
+  else if (o.finalize) what += " --finalize";
+  else if (o.overwrite) what += " --overwrite";
+  else if (o.resume) what += " --resume";
+  switch (lock_output(o.output, partition_shards, what, locks, error)) {
+    case LockResult::acquired: return true;
+    case LockResult::busy: fail(r, ConvertStatus::usage_error, "CONVERT_OUTPUT_LOCKED", o.output, error); return false;
+    case LockResult::error: fail(r, ConvertStatus::io_error, "IO_LOCK", o.output, error); return false;
+  }
+  return false;
+}
+
+// An index and config.json claim a complete output: they are removed before any shard of
+// OUT changes, and written again only when every shard is right.
+bool withdraw_completion(const ConvertOptions& o, ConvertReport& r) {
+  std::string error;
+  if (remove_output_files(o.output, {kIndexName, "config.json"}, error)) return true;
+  fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
+  return false;
+}
+
+// As rsync --delete, for files ckptkit wrote only. A whole-output run first lists in the
+// manifest everything OUT may hold (an interruption still knows it), then removes the files
+// and records of earlier runs that this plan does not produce. `rewrite` (--overwrite) also
+// drops the records of the shards this run owns and rewrites. A partition never removes
+// another's files: stale ones are --finalize's to remove.
+bool prune_previous(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r, const std::vector<bool>& owned,
+                    bool rewrite) {
+  std::string error;
+  const bool whole = !o.partition.active();
+  std::set<std::string> planned = planned_files(in, r), before = files_written_before(o.output), rewritten;
+  for (size_t i = 0; i < r.plan.shards.size(); ++i)
+    if (owned[i] && rewrite) rewritten.insert(r.plan.shards[i].name);
+  std::vector<std::string> gone, records;
+  for (const auto& [path, shard] : records_in(o.output))
+    if (rewritten.count(shard) || (whole && !planned.count(shard)))
+      records.push_back(fs::path(path).lexically_relative(o.output).string());
+  if (whole) {
+    std::set<std::string> all = before;
+    all.insert(planned.begin(), planned.end());
+    if (!write_manifest(o.output, all, error)) return fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error), false;
+    for (const auto& f : before)
+      if (!planned.count(f)) gone.push_back(f);
+  }
+  for (const auto& f : gone)
+    r.findings.info("CONVERT_REMOVED", f, "", std::nullopt,
+                    f + " was written by an earlier conversion and is not part of this one: removed");
+  gone.insert(gone.end(), records.begin(), records.end());  // the files before the records that name them
+  if (!remove_output_files(o.output, gone, error)) return fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error), false;
+  return true;
+}
+
+bool finish_manifest(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
+  std::string error;
+  if (write_manifest(o.output, planned_files(in, r), error)) return true;
+  fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
+  return false;
+}
+
 // --finalize: every shard verified first; only then the side files, index and config.
 ConvertReport& finalize_output(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
+  OutputLocks locks;  // a dry run only reads
+  std::error_code ec;
+  if (!o.dry_run && fs::is_directory(o.output, ec) && !open_output(o, nullptr, locks, r)) return r;
   if (!verify_partitioned_output(in, r.plan, o.output, o.partitions, r.finalize, r.findings)) {
     r.status = r.findings.has_io_errors() ? ConvertStatus::io_error : ConvertStatus::input_error;
     return r;
   }
-  if (!o.dry_run && write_side_files(o, r)) write_index_and_config(in, o, r);  // --dry-run: check only
+  if (o.dry_run) return r;  // --dry-run: the check alone
+  std::vector<bool> all(r.plan.shards.size(), true);
+  if (prune_previous(in, o, r, all, false) && write_side_files(o, r) && write_index_and_config(in, o, r))
+    finish_manifest(in, o, r);
   return r;
+}
+
+// Shards whose record proves them finished for this plan; the others are redone, and the
+// reason is reported for every one that had a record.
+std::vector<bool> finished_shards(const LoadedModel& in, const ConvertOptions& o, const std::vector<bool>& owned,
+                                  ConvertReport& r) {
+  std::vector<bool> done(r.plan.shards.size(), false);
+  if (!(o.resume || (o.partition.active() && !o.overwrite))) return done;
+  auto verdicts = verify_shards(in, r.plan, o.output, owned);
+  for (size_t i = 0; i < done.size(); ++i) {
+    if (!owned[i]) continue;
+    done[i] = verdicts[i].state == ShardState::ok;
+    if (!done[i] && verdicts[i].state != ShardState::missing)
+      r.findings.info("CONVERT_SHARD_REDONE", r.plan.shards[i].name, "", std::nullopt,
+                      "shard " + r.plan.shards[i].name + " is converted again: " + verdicts[i].detail);
+  }
+  return done;
 }
 
 }  // namespace
@@ -317,33 +430,40 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
       if (owned[i]) owned_names.push_back(r.plan.shards[i].name);
     }
   }
-  std::vector<bool> done(r.plan.shards.size(), false);
-  if ((o.resume || (o.partition.active() && !o.overwrite)) && !o.dry_run)
-    for (size_t i = 0; i < done.size(); ++i)
-      done[i] = owned[i] && shard_already_done(in, r.plan.shards[i], o.output);
-  r.disk_needed = o.partition.active() ? 0 : r.plan.side_bytes + r.config_json.size() + index_json(r.plan).size();
-  for (size_t i = 0; i < done.size(); ++i)
-    if (owned[i] && !done[i]) r.disk_needed += r.plan.shards[i].file_bytes;
   r.disk_free = free_bytes(o.output);
-  if (o.dry_run) {
+  if (o.dry_run || (o.partition.active() && owned_names.empty())) {  // nothing to write
+    r.disk_needed = disk_needed(r, owned, std::vector<bool>(owned.size(), false), o);
+    std::string error;  // an empty partition still leaves OUT, as its siblings do
+    if (!o.dry_run && !create_directories_durable(o.output, error)) fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
     finish(r, start);
     return r;
   }
+  OutputLocks locks;
+  if (!open_output(o, o.partition.active() ? &owned_names : nullptr, locks, r)) return r;
+  kill_point("output directory created");
+  if (o.partition.active()) {
+    std::set<std::string> mine;
+    for (const auto& name : owned_names) mine.insert({name, record_file_name(name)});
+    remove_stale_temps(o.output, &mine);
+  } else {
+    remove_stale_temps(o.output);
+  }
+  std::vector<bool> done = finished_shards(in, o, owned, r);
+  r.disk_needed = disk_needed(r, owned, done, o);
   if (r.disk_needed > r.disk_free) {
     fail(r, ConvertStatus::io_error, "IO_NO_SPACE", o.output,
          "the conversion needs " + std::to_string(r.disk_needed) + " bytes but " + o.output + " has " +
              std::to_string(r.disk_free) + " free; nothing was written");
     return r;
   }
-  remove_stale_temps(o.output, o.partition.active() ? &owned_names : nullptr);
-  std::error_code ec;
-  fs::create_directories(fs::path(record_path(o.output, "x")).parent_path(), ec);
-  if (ec) return fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, "cannot create " + o.output + ": " + ec.message());
-  kill_point("output directory created");
+  bool writes_a_shard = false;
+  for (size_t i = 0; i < done.size(); ++i) writes_a_shard |= owned[i] && !done[i];
+  if ((!o.partition.active() || writes_a_shard) && !withdraw_completion(o, r)) return r;
+  if (!prune_previous(in, o, r, owned, o.overwrite)) return r;
   if (o.partition.active())
     write_shards(in, o, r, done, owned);
-  else if (write_side_files(o, r) && write_shards(in, o, r, done, owned))
-    write_index_and_config(in, o, r);
+  else if (write_side_files(o, r) && write_shards(in, o, r, done, owned) && write_index_and_config(in, o, r))
+    finish_manifest(in, o, r);
   finish(r, start);
   return r;
 }

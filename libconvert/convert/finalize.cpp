@@ -4,8 +4,6 @@
 #include <filesystem>
 #include <set>
 
-#include <tbb/parallel_for.h>
-
 #include "core/partition.h"
 #include "convert/records.h"
 #include "convert/shard_writer.h"
@@ -13,58 +11,6 @@
 namespace ckpt {
 namespace fs = std::filesystem;
 namespace {
-
-enum class ShardState { ok, missing, incomplete, stale, output_missing, output_mismatch };
-
-struct ShardCheck {
-  ShardState state = ShardState::ok;
-  std::optional<ShardRecord> record;
-  std::string detail;
-};
-
-ShardCheck check_shard(const LoadedModel& in, const PlannedShard& shard, const std::string& out_dir) {
-  ShardCheck c;
-  std::error_code ec;
-  std::string rec_path = record_path(out_dir, shard.name);
-  if (!fs::exists(rec_path, ec)) {
-    c.state = ShardState::missing;
-    return c;
-  }
-  c.record = read_record(rec_path);
-  if (!c.record || !record_complete(*c.record) || c.record->shard != shard.name) {
-    c.state = ShardState::incomplete;
-    c.detail = "its record " + rec_path + " is unreadable or incomplete";
-    return c;
-  }
-  ShardRecord now = input_identity(in, shard);
-  if (!same_input_identity(*c.record, now)) {
-    c.state = ShardState::stale;
-    c.detail = c.record->plan_xxh3 != now.plan_xxh3
-                   ? "its record was written for another plan (options or tool version differ)"
-                   : "the input shard changed since it was converted (size, mtime or header differ)";
-    return c;
-  }
-  std::string out_path = (fs::path(out_dir) / shard.name).string();
-  uint64_t size = fs::file_size(out_path, ec);
-  if (ec) {
-    c.state = ShardState::output_missing;
-    c.detail = "the output file is missing";
-    return c;
-  }
-  if (size != c.record->output_size) {
-    c.state = ShardState::output_mismatch;
-    c.detail = "the output is " + std::to_string(size) + " bytes, the record says " +
-               std::to_string(c.record->output_size);
-    return c;
-  }
-  auto hash = file_xxh3(out_path);
-  if (!hash || *hash != c.record->output_xxh3) {
-    c.state = ShardState::output_mismatch;
-    c.detail = hash ? "the output hashes to xxh3 " + *hash + ", the record says " + c.record->output_xxh3
-                    : "the output cannot be read";
-  }
-  return c;
-}
 
 const char* state_code(ShardState s) {
   switch (s) {
@@ -89,10 +35,9 @@ std::vector<uint32_t> shard_partitions(const ConversionPlan& plan, uint32_t n) {
 
 bool verify_partitioned_output(const LoadedModel& in, const ConversionPlan& plan, const std::string& out_dir,
                                std::optional<uint32_t> partitions, FinalizeCheck& check, Findings& findings) {
-  std::vector<ShardCheck> checks(plan.shards.size());
-  tbb::parallel_for(size_t{0}, plan.shards.size(),
-                    [&](size_t i) { checks[i] = check_shard(in, plan.shards[i], out_dir); },
-                    tbb::simple_partitioner());
+  // Finalize never redoes a shard: a record written with other options, another tool
+  // version or other input bytes is refused with the reason, naming the partition.
+  std::vector<ShardVerdict> checks = verify_shards(in, plan, out_dir);
   // The count that names partitions: given, else the one the records carry.
   uint32_t n = partitions.value_or(0);
   if (!partitions)
@@ -103,7 +48,7 @@ bool verify_partitioned_output(const LoadedModel& in, const ConversionPlan& plan
   std::set<uint32_t> rerun;
   for (size_t i = 0; i < checks.size(); ++i) {
     const PlannedShard& shard = plan.shards[i];
-    const ShardCheck& c = checks[i];
+    const ShardVerdict& c = checks[i];
     if (c.state == ShardState::ok) {
       ++check.shards_verified;
       check.bytes_verified += shard.file_bytes;

@@ -26,9 +26,10 @@ struct FinalizeCheck {
   std::vector<uint32_t> rerun;  // partitions to rerun, ascending
 };
 
-// Checks OUT against the plan: for every shard its record (present, complete, same
-// input identity: size, mtime, header xxh3, planned header) and its output file (size
-// and xxh3 as recorded; read in parallel). `partitions` (from --partitions or
+// Checks OUT against the plan: for every shard its record (present, complete, the same
+// identity: tool version, options, output header, recipe, every input byte range it is
+// computed from re-hashed; convert/records.h) and its output file (size and xxh3 as
+// recorded); shards in parallel. `partitions` (from --partitions or
 // CKPT_PARTITIONS) names the partition count; without it the count recorded in the
 // records is used. Appends CONVERT_SHARD_MISSING / CONVERT_SHARD_INCOMPLETE /
 // CONVERT_SHARD_STALE / CONVERT_SHARD_MISMATCH errors and one CONVERT_RERUN summary;

@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <sys/stat.h>
 
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
@@ -214,26 +213,12 @@ class ShardPipeline {
     return !failed;
   }
 
-  // xxh3 over the length prefix + header, then each input tensor's xxh3 in file order.
-  std::string input_digest(const std::string& header_bytes) {
-    std::vector<size_t> order;
-    for (size_t i = 0; i < view_.tensors.size(); ++i)
-      if (view_.tensors[i].file == shard_.input_file) order.push_back(i);
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return view_.tensors[a].offset < view_.tensors[b].offset; });
-    Xxh3 h;
-    h.update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(header_bytes.data()), header_bytes.size()));
-    const MappedFile& mf = in_.checkpoint.shards[shard_.input_file].file;
-    for (size_t i : order) {
-      if (!digests_[i]) {  // not streamed (a consumed scale): hash it now, it is small
-        Xxh3 t;
-        t.update(mf.slice(view_.tensors[i].offset, view_.tensors[i].nbytes));
-        digests_[i] = t.digest();
-      }
-      uint64_t d = *digests_[i];
-      h.update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&d), sizeof d));
-    }
-    return xxh3_hex(h.digest());
+  // Every input tensor read so far with the xxh3 of its bytes as they were read.
+  std::vector<std::pair<size_t, uint64_t>> input_digests() const {
+    std::vector<std::pair<size_t, uint64_t>> out;
+    for (size_t i = 0; i < digests_.size(); ++i)
+      if (digests_[i]) out.emplace_back(i, *digests_[i]);
+    return out;
   }
 
  private:
@@ -269,11 +254,11 @@ class ShardPipeline {
     return w.release();
   }
 
-  // Each input tensor's xxh3, for the shard record: streamed tensors hash as they pass;
-  // a remapped expert tensor is read whole in one unit.
+  // Each input tensor's xxh3, whichever file holds it, for the shard record: streamed
+  // tensors hash as they pass; a remapped expert tensor is read whole in one unit.
   void record_digest(const Segment& s, std::span<const uint8_t> bytes, bool remap) {
     if (remap) {
-      if (s.whole && !digests_[s.tensor] && view_.tensors[s.tensor].file == shard_.input_file) {
+      if (s.whole && !digests_[s.tensor]) {
         Xxh3 h;
         h.update(bytes);
         digests_[s.tensor] = h.digest();
@@ -307,7 +292,7 @@ class ShardPipeline {
     }
     Xxh3 h;
     h.update(grid->bytes);
-    if (s.file == shard_.input_file) digests_[pt.scale] = h.digest();
+    digests_[pt.scale] = h.digest();  // a scale in another shard is part of this shard's identity
     current_scale_ = std::move(grid);
     return true;
   }
@@ -426,6 +411,10 @@ class ShardPipeline {
       case Fp8Fault::scale_nan:
         return view_.file_of(s) + ": scale " + s.name + " is NaN (E8M0 0xFF or non-finite F32) for " +
                element_text(t, fault.element) + " of " + t.name;
+      case Fp8Fault::overflow:
+        return view_.file_of(t) + ": tensor " + t.name + ": " + element_text(t, fault.element) + ", byte " +
+               std::to_string(t.offset + fault.element) + ", times its scale (" + s.name +
+               ") is beyond BF16's largest finite value (3.39e38); refusing to write inf";
       default:
         return view_.file_of(t) + ": tensor " + t.name + ": internal size mismatch while dequantizing";
     }
@@ -463,19 +452,6 @@ class ShardPipeline {
   std::map<size_t, RemapStats> stats_;  // per fused matrix, merged in write order
 };
 
-std::string header_bytes_of(const std::string& header) {
-  std::string bytes(8, '\0');
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return bytes + header;
-}
-
-std::string hash_text(std::string_view text) {
-  Xxh3 h;
-  h.update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-  return xxh3_hex(h.digest());
-}
-
 }  // namespace
 
 void kill_point(const char* where) {
@@ -483,44 +459,36 @@ void kill_point(const char* where) {
     const char* v = std::getenv("CKPT_TEST_KILL_AT");
     return v ? std::atol(v) : 0L;
   }();
+  static const long stop_at = [] {
+    const char* v = std::getenv("CKPT_TEST_STOP_AT");
+    return v ? std::atol(v) : 0L;
+  }();
   static std::atomic<long> count{0};
-  if (kill_at > 0 && ++count == kill_at) {
+  if (kill_at <= 0 && stop_at <= 0) return;
+  const long n = ++count;
+  if (n == kill_at) {
     std::fprintf(stderr, "ckpt: CKPT_TEST_KILL_AT=%ld: killed at '%s'\n", kill_at, where);
     std::raise(SIGKILL);
   }
-}
-
-ShardRecord input_identity(const LoadedModel& in, const PlannedShard& shard) {
-  ShardRecord r;
-  const Shard& src = in.checkpoint.shards[shard.input_file];
-  r.shard = shard.name;
-  r.input_size = src.file.size();
-  struct stat st {};
-  if (::fstat(src.file.fd(), &st) == 0)
-    r.input_mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  if (src.header) {
-    auto prefix = src.file.slice(0, src.header->data_start);
-    Xxh3 h;
-    h.update(prefix);
-    r.input_header_xxh3 = xxh3_hex(h.digest());
+  if (n == stop_at) {
+    std::fprintf(stderr, "ckpt: CKPT_TEST_STOP_AT=%ld: stopped at '%s'\n", stop_at, where);
+    std::raise(SIGSTOP);
   }
-  r.plan_xxh3 = hash_text(header_bytes_of(shard.header));
-  r.tool_version = CKPT_VERSION;
-  return r;
 }
 
-bool same_input_identity(const ShardRecord& a, const ShardRecord& b) {
-  return a.shard == b.shard && a.input_size == b.input_size && a.input_mtime_ns == b.input_mtime_ns &&
-         a.input_header_xxh3 == b.input_header_xxh3 && a.plan_xxh3 == b.plan_xxh3;
+std::string shard_header_bytes(const PlannedShard& shard) {
+  std::string bytes(8, '\0');
+  uint64_t n = shard.header.size();
+  for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  return bytes + shard.header;
 }
 
 ShardWriteResult write_shard(const LoadedModel& in, const ConversionPlan& plan, const PlannedShard& shard,
                              const std::string& out_path, const ShardWriteOptions& options) {
   ShardWriteResult result;
-  result.record = input_identity(in, shard);
   AtomicOutput out(out_path);
   std::string error;
-  std::string head = header_bytes_of(shard.header);
+  std::string head = shard_header_bytes(shard);
   if (!out.open(error) || !out.write(reinterpret_cast<const uint8_t*>(head.data()), head.size(), error)) {
     result.status = WriteStatus::io_error;
     result.message = error;
@@ -544,11 +512,9 @@ ShardWriteResult write_shard(const LoadedModel& in, const ConversionPlan& plan, 
     return result;
   }
   kill_point("shard renamed, before record");
-  const Shard& src = in.checkpoint.shards[shard.input_file];
-  result.record.input_xxh3 = pipeline.input_digest(std::string(
-      reinterpret_cast<const char*>(src.file.slice(0, src.header->data_start).data()), src.header->data_start));
-  result.record.output_size = written;
-  result.record.output_xxh3 = xxh3_hex(out_hash.digest());
+  result.input_digests = pipeline.input_digests();
+  result.output_size = written;
+  result.output_xxh3 = out_hash.digest();
   result.remap_stats = std::move(pipeline.stats_);
   return result;
 }

@@ -8,6 +8,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "plan/plan.h"
 #include "formats/loader.h"
@@ -19,26 +21,16 @@ struct ShardWriteOptions {
   std::function<void(uint64_t bytes)> on_progress;  // output bytes just written
 };
 
-// What a finished shard is known by: lets --resume skip it and --finalize trust it.
-struct ShardRecord {
-  std::string shard;
-  uint64_t input_size = 0;
-  int64_t input_mtime_ns = 0;
-  std::string input_header_xxh3;  // the input's length prefix + header
-  std::string input_xxh3;         // header plus every tensor's xxh3, in file order
-  std::string plan_xxh3;          // the output header this run planned
-  uint64_t output_size = 0;
-  std::string output_xxh3;        // of the whole output file
-  std::string tool_version;
-  uint32_t partition_index = 0, partition_count = 0;  // the --partition I/N that wrote it (count 0: none)
-};
-
 enum class WriteStatus { ok, input_error, io_error };
 
 struct ShardWriteResult {
   WriteStatus status = WriteStatus::ok;
   std::string message;  // names file, tensor and element or byte offset
-  ShardRecord record;
+  uint64_t output_size = 0;
+  uint64_t output_xxh3 = 0;  // of the whole output file, hashed as it was written
+  // xxh3 of every input tensor the shard read (view index, digest), hashed from the very
+  // bytes that were converted: the shard record's input identity (convert/records.h).
+  std::vector<std::pair<size_t, uint64_t>> input_digests;
   std::map<size_t, RemapStats> remap_stats;  // per ConversionPlan::fused index written here
 };
 
@@ -46,13 +38,13 @@ struct ShardWriteResult {
 ShardWriteResult write_shard(const LoadedModel& in, const ConversionPlan& plan, const PlannedShard& shard,
                              const std::string& out_path, const ShardWriteOptions& options);
 
-// The cheap identity of an input shard (size, mtime, header hash) and the plan hash,
-// compared by --resume before it trusts a record.
-bool same_input_identity(const ShardRecord& a, const ShardRecord& b);
-ShardRecord input_identity(const LoadedModel& in, const PlannedShard& shard);
+// The output file's first bytes: the 8-byte little-endian header length, then the header.
+std::string shard_header_bytes(const PlannedShard& shard);
 
 // Test hook: when CKPT_TEST_KILL_AT=N is set, the N-th call raises SIGKILL (used by
-// the crash/resume tests to stop the converter at exact points). A no-op otherwise.
+// the crash/resume tests to stop the converter at exact points); with CKPT_TEST_STOP_AT=N
+// it raises SIGSTOP instead (the process waits there until SIGCONT: the lock and signal
+// tests act on a run frozen at a known point). A no-op otherwise.
 void kill_point(const char* where);
 
 }  // namespace ckpt

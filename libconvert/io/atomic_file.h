@@ -1,6 +1,9 @@
-// Writing outputs safely: a hidden sibling temporary name, fsync, rename, fsync of
-// the directory. An interrupted run never leaves a partial file at the final name,
-// and a failed write removes its temporary file.
+// Writing outputs safely: a short hidden temporary beside the destination, created
+// exclusively (O_EXCL | O_NOFOLLOW), fsync, rename, fsync of the directory (a failure
+// of that last fsync is reported, not ignored). An interrupted run never leaves a
+// partial file at the final name, a failed write removes its temporary, and a SIGINT,
+// SIGTERM or SIGHUP removes every live temporary of the process before it dies of the
+// signal (install_signal_cleanup).
 #pragma once
 
 #include <cstddef>
@@ -10,7 +13,13 @@
 
 namespace ckpt {
 
-// Owns ".<name>.tmp.<pid>" beside the destination until commit(); removes it otherwise.
+// Temporaries are named ".ckpt-tmp-<16 hex>-<8 hex>": the first part is the xxh3 of the
+// destination's file name (so a run can tell its own stale temporaries from those of a
+// concurrent partition), the second is random. 35 bytes whatever the destination's name,
+// so a destination name of up to NAME_MAX (255) bytes still has a temporary.
+inline constexpr std::string_view kTempPrefix = ".ckpt-tmp-";
+
+// Owns a temporary beside the destination until commit(); removes it otherwise.
 class AtomicOutput {
  public:
   explicit AtomicOutput(const std::string& dest);
@@ -24,13 +33,16 @@ class AtomicOutput {
   // came before (sync_file_range), so the disk works while we compute and the final
   // fsync has little left: a big output costs about the disk's time, not compute + disk.
   bool write(const uint8_t* data, size_t len, std::string& error);
-  // fsync, close, rename over the destination, fsync the directory.
+  // fsync, close, rename over the destination, fsync the directory. A failed directory
+  // fsync returns false (the file is renamed, but the rename may not survive a crash).
   bool commit(std::string& error);
   const std::string& temp_path() const { return tmp_; }
 
  private:
+  void forget();  // drops the temporary from the signal-cleanup registry
   std::string dest_, tmp_;
   int fd_ = -1;
+  int slot_ = -1;              // registry slot (-1: not registered)
   uint64_t written_ = 0;       // bytes written so far
   uint64_t flush_started_ = 0; // writeback requested up to here
   bool opened_ = false;
@@ -44,5 +56,26 @@ bool write_file_atomic(const std::string& path, std::string_view content, std::s
 // A report destination as the CLIs take it: "-" is standard output (flushed), anything else a
 // file written with write_file_atomic.
 bool write_report(const std::string& target, std::string_view content, std::string& error);
+
+// A temporary of ckptkit: ".ckpt-tmp-<16 hex>-<8 hex>", or the ".<name>.tmp.<pid>" of 0.1.0.
+bool is_temp_name(std::string_view name);
+// A temporary (either form) whose destination is the file named `dest_name` (no directory).
+bool is_temp_for(std::string_view name, std::string_view dest_name);
+
+// fsync of a directory: makes renames, creations and removals in it durable.
+bool sync_directory(const std::string& dir, std::string& error);
+// mkdir -p where every directory created is made durable (its parent fsynced).
+bool create_directories_durable(const std::string& dir, std::string& error);
+
+// SIGINT, SIGTERM and SIGHUP: unlink every live temporary of this process (async-signal-
+// safe: a fixed table of paths, unlink(2) only), then die of the same signal with its
+// default action (a shell reports 130, 143, 129). Idempotent; the apps call it once.
+void install_signal_cleanup();
+// Live temporaries the signal handler would remove now (tests).
+size_t live_temporaries();
+
+// Test seam: replaces fsync(2) for directories (nullptr restores it).
+using DirectorySync = int (*)(int fd);
+void set_directory_sync_for_testing(DirectorySync sync);
 
 }  // namespace ckpt

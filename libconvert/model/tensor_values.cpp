@@ -215,7 +215,11 @@ bool Dumper::fp8() {
   const ModelTensor* s = fp8_scale(f32_scale);
   if (!s) return fail(DumpError::unsupported, "F8_E4M3 weight without a scale (.scale or .weight_scale_inv)");
   Fp8Grid g{t_.shape[0], t_.shape[1], 128, 128};
-  if (const JsonDoc* cfg = m_.checkpoint.config.get()) weight_block_size_from_config(cfg->root(), g.block_rows, g.block_cols);
+  if (const JsonDoc* cfg = m_.checkpoint.config.get()) {
+    const WeightBlockSize wbs = read_weight_block_size(cfg->root());
+    if (wbs.status == WeightBlockSize::invalid) return fail(DumpError::bad_value, "config.json: " + weight_block_size_problem(wbs));
+    if (wbs.status == WeightBlockSize::valid) g = Fp8Grid{t_.shape[0], t_.shape[1], wbs.rows, wbs.cols};
+  }
   const uint64_t srows = fp8_scale_rows(g), scols = fp8_scale_cols(g);
   const Dtype sd = f32_scale ? Dtype::F32 : Dtype::F8_E8M0;
   if (!check_scale(*s, sd, srows, scols)) return false;

@@ -84,6 +84,7 @@ const char* fp8_fault_name(Fp8Fault::Kind k) {
   switch (k) {
     case Fp8Fault::weight_nan: return "weight_nan";
     case Fp8Fault::scale_nan: return "scale_nan";
+    case Fp8Fault::overflow: return "overflow";
     case Fp8Fault::bad_arguments: return "bad_arguments";
   }
   return "unknown";
@@ -131,6 +132,36 @@ bool any_nan_code(const uint8_t* p, uint64_t n) {
   return bad;
 }
 
+// E4M3 magnitudes grow with (code & 0x7F), so a scale overflows BF16 exactly for the codes
+// from some magnitude up: that magnitude, or kNoOverflow. `product` maps (code, scale) to BF16.
+constexpr uint8_t kNoOverflow = 0x7F;
+constexpr uint8_t kLargestFinite = 0x7E;  // 448
+
+template <class Scale, class Product>
+uint8_t overflow_from(Scale scale, Product product) {
+  auto is_inf = [](uint16_t b) { return (b & 0x7FFF) == 0x7F80; };
+  if (!is_inf(product(kLargestFinite, scale))) return kNoOverflow;
+  uint8_t c = kLargestFinite;
+  while (c > 0 && is_inf(product(static_cast<uint8_t>(c - 1), scale))) --c;
+  return c;
+}
+
+// Column of the first element of row `i` whose product overflows, or cols (good scales only).
+template <class Scale, class IsBad, class Product>
+uint64_t first_overflow_col(const RowJob& j, uint64_t i, std::span<const Scale> s, IsBad is_bad, Product product) {
+  const Scale* srow = s.data() + (i / j.g.block_rows) * j.scale_cols;
+  const uint8_t* row = j.w + (i - j.row_begin) * j.g.cols;
+  for (uint64_t k = 0; k < j.scale_cols; ++k) {
+    if (is_bad(srow[k])) continue;
+    const uint8_t from = overflow_from(srow[k], product);
+    if (from == kNoOverflow) continue;
+    const uint64_t c0 = k * j.g.block_cols, c1 = c0 + std::min(j.g.cols - c0, j.g.block_cols);
+    for (uint64_t c = c0; c < c1; ++c)
+      if (const uint8_t mag = row[c] & 0x7F; mag >= from && mag != 0x7F) return c;
+  }
+  return j.g.cols;
+}
+
 // Column of the first element of row `i` whose scale is bad, or cols.
 template <class Scale, class IsBad>
 uint64_t first_bad_scale_col(const RowJob& j, uint64_t i, std::span<const Scale> s, IsBad is_bad) {
@@ -141,23 +172,29 @@ uint64_t first_bad_scale_col(const RowJob& j, uint64_t i, std::span<const Scale>
 }
 
 // The first fault in row-major order. Faults are rare, so the whole range is screened cheaply
-// first and only a faulty range is searched row by row.
-template <class Scale, class IsBad>
-std::optional<Fp8Fault> first_fault(const RowJob& j, std::span<const Scale> s, IsBad is_bad) {
+// first (NaN scales, NaN codes, scales large enough to overflow) and only a range that may
+// hold a fault is searched row by row.
+template <class Scale, class IsBad, class Product>
+std::optional<Fp8Fault> first_fault(const RowJob& j, std::span<const Scale> s, IsBad is_bad, Product product) {
   if (j.row_begin == j.row_end) return std::nullopt;
   const uint64_t cols = j.g.cols;
   const auto sr0 = s.begin() + (j.row_begin / j.g.block_rows) * j.scale_cols;
   const auto sr1 = s.begin() + ((j.row_end - 1) / j.g.block_rows + 1) * j.scale_cols;
   const bool scale_bad = std::any_of(sr0, sr1, is_bad);
-  if (!scale_bad && !any_nan_code(j.w, (j.row_end - j.row_begin) * cols)) return std::nullopt;
+  const bool may_overflow =
+      std::any_of(sr0, sr1, [&](Scale x) { return !is_bad(x) && overflow_from(x, product) != kNoOverflow; });
+  if (!scale_bad && !may_overflow && !any_nan_code(j.w, (j.row_end - j.row_begin) * cols)) return std::nullopt;
   for (uint64_t i = j.row_begin; i < j.row_end; ++i) {
     const uint8_t* row = j.w + (i - j.row_begin) * cols;
     const uint64_t code_col = static_cast<uint64_t>(std::find_if(row, row + cols, is_nan_code) - row);
     const uint64_t scale_col = scale_bad ? first_bad_scale_col(j, i, s, is_bad) : cols;
-    if (scale_col < cols && scale_col <= code_col) return Fp8Fault{i * cols + scale_col, Fp8Fault::scale_nan};
-    if (code_col < cols) return Fp8Fault{i * cols + code_col, Fp8Fault::weight_nan};
+    const uint64_t over_col = may_overflow ? first_overflow_col(j, i, s, is_bad, product) : cols;
+    if (scale_col < cols && scale_col <= code_col && scale_col <= over_col)
+      return Fp8Fault{i * cols + scale_col, Fp8Fault::scale_nan};
+    if (code_col < cols && code_col < over_col) return Fp8Fault{i * cols + code_col, Fp8Fault::weight_nan};
+    if (over_col < cols) return Fp8Fault{i * cols + over_col, Fp8Fault::overflow};
   }
-  return std::nullopt;  // unreachable: the screen found something in these rows
+  return std::nullopt;  // a scale that could overflow met only small codes
 }
 
 // out[k] = table[codes[k]] as little-endian u16. Four results are packed into one 8-byte
@@ -219,13 +256,13 @@ void build_f32_table(float s, Bf16Table& t) {
   for (int c = 0; c < 256; ++c) t[c] = fp8_f32_product_bf16(static_cast<uint8_t>(c), s);
 }
 
-template <class Scale, class IsBad, class BuildTable>
+template <class Scale, class IsBad, class Product, class BuildTable>
 std::optional<Fp8Fault> dequant_rows(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g,
                                      std::span<const Scale> s, std::span<uint8_t> out, IsBad is_bad,
-                                     BuildTable build) {
+                                     Product product, BuildTable build) {
   const std::optional<RowJob> job = make_job(w, row_begin, g, s.size(), out);
   if (!job) return Fp8Fault{0, Fp8Fault::bad_arguments};
-  if (auto fault = first_fault(*job, s, is_bad)) return fault;
+  if (auto fault = first_fault(*job, s, is_bad, product)) return fault;
   convert_rows(*job, s, build);
   return std::nullopt;
 }
@@ -235,7 +272,8 @@ std::optional<Fp8Fault> dequant_rows(std::span<const uint8_t> w, uint64_t row_be
 std::optional<Fp8Fault> dequant_fp8_rows_e8m0(std::span<const uint8_t> weight_rows, uint64_t row_begin,
                                               const Fp8Grid& g, std::span<const uint8_t> scale_grid_e8m0,
                                               std::span<uint8_t> out_bf16_le) {
-  return dequant_rows(weight_rows, row_begin, g, scale_grid_e8m0, out_bf16_le, e8m0_is_nan, build_e8m0_table);
+  return dequant_rows(weight_rows, row_begin, g, scale_grid_e8m0, out_bf16_le, e8m0_is_nan, fp8_e8m0_product_bf16,
+                      build_e8m0_table);
 }
 
 std::optional<Fp8Fault> dequant_fp8_rows_f32(std::span<const uint8_t> weight_rows, uint64_t row_begin,
@@ -243,7 +281,8 @@ std::optional<Fp8Fault> dequant_fp8_rows_f32(std::span<const uint8_t> weight_row
                                              std::span<uint8_t> out_bf16_le) {
   // An infinite scale would turn every nonzero weight into ±inf and zeros into NaN: reject it.
   const auto is_bad = [](float s) { return !std::isfinite(s); };
-  return dequant_rows(weight_rows, row_begin, g, scale_grid_f32, out_bf16_le, is_bad, build_f32_table);
+  return dequant_rows(weight_rows, row_begin, g, scale_grid_f32, out_bf16_le, is_bad, fp8_f32_product_bf16,
+                      build_f32_table);
 }
 
 }  // namespace ckpt

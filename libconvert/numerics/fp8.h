@@ -44,19 +44,22 @@ uint64_t fp8_scale_rows(const Fp8Grid& g);  // ceil(rows / block_rows); 0 when b
 uint64_t fp8_scale_cols(const Fp8Grid& g);  // ceil(cols / block_cols); 0 when block_cols == 0
 
 struct Fp8Fault {
-  enum Kind { weight_nan, scale_nan, bad_arguments };
-  // weight_nan / scale_nan: row-major index in the whole weight of the first element that
-  // cannot be converted (for scale_nan, the first element that uses the bad scale).
-  // bad_arguments: 0.
+  enum Kind { weight_nan, scale_nan, overflow, bad_arguments };
+  // weight_nan / scale_nan / overflow: row-major index in the whole weight of the first
+  // element that cannot be converted (for scale_nan, the first element that uses the bad
+  // scale; for overflow, the first whose product is beyond BF16's largest finite value,
+  // which would be written as ±inf). bad_arguments: 0.
   uint64_t element = 0;
   Kind kind = bad_arguments;
 };
-const char* fp8_fault_name(Fp8Fault::Kind k);  // "weight_nan", "scale_nan", "bad_arguments"
+const char* fp8_fault_name(Fp8Fault::Kind k);  // "weight_nan", "scale_nan", "overflow", "bad_arguments"
 
 // Converts whole rows [row_begin, row_begin + weight_rows.size()/cols) of the weight to BF16
 // (little-endian, 2 bytes per element, same order). `scale_grid_*` is the WHOLE scale grid.
 // Returns std::nullopt on success. Otherwise returns the first fault in row-major order
 // (at an element whose scale and code are both NaN, scale_nan) and leaves `out` untouched;
+// a product that overflows BF16 is a fault too (the conversion never writes ±inf, as the
+// MXFP4 path never does; real weights never reach it: E8M0 needs b >= 247);
 // bad_arguments when: block_rows or block_cols is 0; weight_rows.size() is not a multiple of
 // cols (cols == 0 requires it empty); the rows run past g.rows; out.size() != 2 ×
 // weight_rows.size(); or the scale grid does not hold exactly scale_rows × scale_cols entries.

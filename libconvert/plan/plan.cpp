@@ -294,4 +294,17 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
   return true;
 }
 
+std::vector<size_t> tensor_inputs(const ConversionPlan& plan, const PlannedTensor& t) {
+  std::vector<size_t> inputs;
+  if (t.input != SIZE_MAX) inputs.push_back(t.input);
+  if (t.scale != SIZE_MAX) inputs.push_back(t.scale);
+  if (t.fused != SIZE_MAX)
+    for (const auto& parts : plan.fused[t.fused].parts)
+      for (const auto& [weight, scale] : parts) {
+        if (t.action == TensorAction::remap_mxfp4) inputs.push_back(weight);
+        inputs.push_back(scale);
+      }
+  return inputs;
+}
+
 }  // namespace ckpt

@@ -102,4 +102,10 @@ struct ConversionPlan {
 bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptions& remap, ConversionPlan& plan,
                      Findings& findings);
 
+// Every input view tensor whose bytes the output tensor `t` is computed from: its input,
+// its scale, the weights and scales of its fused matrix. The resume identity of a shard
+// (convert/records.h) is derived from this list, so a field added to PlannedTensor that
+// makes the writer read another tensor must be listed here too.
+std::vector<size_t> tensor_inputs(const ConversionPlan& plan, const PlannedTensor& t);
+
 }  // namespace ckpt

@@ -208,15 +208,17 @@ bool check_quant_config(element cfg, const std::string& file, Findings& f, Model
   string_key_equals(*q, "quant_method", "fp8", file, f, "DSV4_QUANT_CONFIG");
   string_key_equals(*q, "fmt", "e4m3", file, f, "DSV4_QUANT_CONFIG");
   string_key_equals(*q, "scale_fmt", "ue8m0", file, f, "DSV4_QUANT_CONFIG");
-  uint64_t bm = 0, bn = 0;
-  if (!weight_block_size_from_config(cfg, bm, bn)) {
+  const WeightBlockSize wbs = read_weight_block_size(cfg);
+  if (wbs.status != WeightBlockSize::valid) {
     f.error("DSV4_QUANT_CONFIG", file, "", std::nullopt,
-            "quantization_config.weight_block_size must be two positive integers (e.g. [128, 128]); it is "
-            "read, never assumed");
+            wbs.status == WeightBlockSize::absent
+                ? "quantization_config.weight_block_size is missing; it must be two positive integers (e.g. [128, "
+                  "128]): it is read, never assumed"
+                : weight_block_size_problem(wbs));
     return false;
   }
-  m.env.set("bm", static_cast<int64_t>(bm));
-  m.env.set("bn", static_cast<int64_t>(bn));
+  m.env.set("bm", static_cast<int64_t>(wbs.rows));
+  m.env.set("bn", static_cast<int64_t>(wbs.cols));
   return true;
 }
 

@@ -51,7 +51,16 @@ PairingOptions pairing_options_for(const LoadedModel& m, const std::string& prof
   PairingOptions o;
   o.allow_bare_fp8_names = profile == "deepseek-v4-flash";
   const JsonDoc* cfg = m.checkpoint.config.get();
-  if (cfg && weight_block_size_from_config(cfg->root(), o.block_rows, o.block_cols)) return o;
+  const WeightBlockSize wbs = cfg ? read_weight_block_size(cfg->root()) : WeightBlockSize{};
+  if (wbs.status == WeightBlockSize::valid) {
+    o.block_rows = wbs.rows;
+    o.block_cols = wbs.cols;
+    return o;
+  }
+  if (wbs.status == WeightBlockSize::invalid) {
+    f.error("CFG_WEIGHT_BLOCK_SIZE", "config.json", "", std::nullopt, weight_block_size_problem(wbs));
+    return o;
+  }
   for (const auto& t : m.view.tensors)
     if (t.dtype == Dtype::F8_E4M3) {
       f.info("FP8_BLOCK_ASSUMED", "config.json", "", std::nullopt,

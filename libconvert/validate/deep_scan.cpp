@@ -1,6 +1,7 @@
 #include "validate/deep_scan.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -60,10 +61,43 @@ void merge_scan(TensorScanResult& r, const ValueScan& v, const BlockScanResult& 
   r.bad_e8m0 += b.bad_e8m0;
 }
 
+void note_out_of_range(TensorScanResult& r, uint64_t element, int64_t value, int64_t limit) {
+  r.range_limit = limit;
+  if (!r.first_out_of_range) {
+    r.first_out_of_range = element;
+    r.first_out_of_range_value = value;
+  }
+  ++r.out_of_range;
+}
+
+// The tensor's ValueRule over whole elements of one step; `first` is the step's first element.
+void check_rule(const ModelTensor& t, ValueRule rule, std::span<const uint8_t> bytes, uint64_t first,
+                TensorScanResult& r) {
+  if (rule.kind == ValueRule::fp8_scale_exponent && t.dtype == Dtype::F8_E8M0) {
+    for (size_t i = 0; i < bytes.size(); ++i)
+      if (bytes[i] != 0xFF && (bytes[i] < 3 || bytes[i] > 246)) note_out_of_range(r, first + i, bytes[i], 0);
+  } else if (rule.kind == ValueRule::expert_id && (t.dtype == Dtype::I64 || t.dtype == Dtype::I32)) {
+    const size_t size = t.dtype == Dtype::I64 ? 8 : 4;
+    for (size_t i = 0; i + size <= bytes.size(); i += size) {
+      int64_t v = 0;
+      if (size == 8) {
+        std::memcpy(&v, bytes.data() + i, 8);
+      } else {
+        int32_t v32;
+        std::memcpy(&v32, bytes.data() + i, 4);
+        v = v32;
+      }
+      if (v < 0 || v >= rule.limit) note_out_of_range(r, first + i / size, v, rule.limit);
+    }
+  }
+}
+
 // Feeds one step of a tensor's bytes to its hash and value checks.
 void scan_step(const ModelTensor& t, std::span<const uint8_t> bytes, uint64_t file_off, Xxh3& xxh,
-               TensorScanResult& r) {
+               TensorScanResult& r, ValueRule rule = {}) {
   xxh.update(bytes);
+  if (rule.kind != ValueRule::none && t.dtype)
+    check_rule(t, rule, bytes, (file_off - t.offset) / std::max<uint32_t>(1, dtype_bits(*t.dtype) / 8), r);
   ValueScan v;
   BlockScanResult b;
   if (t.ggml_type >= 0)
@@ -76,7 +110,12 @@ void scan_step(const ModelTensor& t, std::span<const uint8_t> bytes, uint64_t fi
 // Largest step not above kScanStepBytes that keeps whole cut units.
 uint64_t step_size(uint64_t unit) { return std::max<uint64_t>(unit, kScanStepBytes - kScanStepBytes % unit); }
 
-void scan_tensor(const MappedFile& mf, const ModelTensor& t, const ScanRequest& req, TensorScanResult& r) {
+ValueRule rule_of(const ScanRequest& req, size_t tensor) {
+  return tensor < req.rules.size() ? req.rules[tensor] : ValueRule{};
+}
+
+void scan_tensor(const MappedFile& mf, const ModelTensor& t, ValueRule rule, const ScanRequest& req,
+                 TensorScanResult& r) {
   Xxh3 xxh;
   StepReader reader(mf);
   const uint64_t step = step_size(cut_unit(t));
@@ -84,7 +123,7 @@ void scan_tensor(const MappedFile& mf, const ModelTensor& t, const ScanRequest& 
     uint64_t n = std::min(step, t.nbytes - done);
     std::span<const uint8_t> bytes;
     if (!reader.read(t.offset + done, n, bytes, r.io_error)) return;
-    scan_step(t, bytes, t.offset + done, xxh, r);
+    scan_step(t, bytes, t.offset + done, xxh, r, rule);
     done += n;
     if (req.on_progress) req.on_progress(n);
   }
@@ -121,7 +160,7 @@ void scan_file_in_order(const MappedFile& mf, const ModelView& view, const std::
       std::span<const uint8_t> bytes;
       if (!reader.read(pos, n, bytes, out.io_error)) return;
       sha.update(bytes);
-      scan_step(t, bytes, pos, xxh, results[i]);
+      scan_step(t, bytes, pos, xxh, results[i], rule_of(req, i));
       pos += n;
       done += n;
       if (req.on_progress) req.on_progress(n);
@@ -135,6 +174,36 @@ void scan_file_in_order(const MappedFile& mf, const ModelView& view, const std::
 }
 
 std::string count_text(uint64_t n, const char* what) { return std::to_string(n) + " " + what; }
+
+// "element 300 (row 1, column 44)" for a 2-D tensor, "element 300" otherwise.
+std::string element_text(const ModelTensor& t, uint64_t element) {
+  std::string text = "element " + std::to_string(element);
+  if (t.shape.size() == 2 && t.shape[1] > 0)
+    text += " (row " + std::to_string(element / t.shape[1]) + ", column " + std::to_string(element % t.shape[1]) + ")";
+  return text;
+}
+
+void report_range_findings(const ModelView& view, const ModelTensor& t, const TensorScanResult& r, Findings& f) {
+  if (!r.out_of_range) return;
+  const std::string& file = view.files[t.file];
+  const uint64_t element = *r.first_out_of_range;
+  const uint64_t esize = t.dtype ? std::max<uint32_t>(1, dtype_bits(*t.dtype) / 8) : 1;
+  const uint64_t offset = t.offset + element * esize;
+  if (t.dtype == Dtype::F8_E8M0) {
+    const int64_t b = r.first_out_of_range_value;
+    f.error("FP8_SCALE_RANGE", file, t.name, offset,
+            "F8_E8M0 scale '" + t.name + "' holds " + count_text(r.out_of_range, "exponents") +
+                " outside -124..119 (bytes 3..246), where FP8 x E8M0 is exact in BF16 (below: subnormal rounding; "
+                "above: overflow); first at " + element_text(t, element) + ": byte " + std::to_string(b) +
+                " = 2^" + std::to_string(b - 127));
+  } else {
+    f.error("EXPERT_ID_RANGE", file, t.name, offset,
+            t.type + " routing table '" + t.name + "' holds " + count_text(r.out_of_range, "expert ids") +
+                " outside [0, " + std::to_string(r.range_limit) +
+                ") (n_routed_experts); first at " + element_text(t, element) + ": " +
+                std::to_string(r.first_out_of_range_value));
+  }
+}
 
 }  // namespace
 
@@ -193,7 +262,7 @@ void scan_model(const ModelView& view, const ScanRequest& req, std::vector<Tenso
   for (auto& list : tensors_of) all.insert(all.end(), list.begin(), list.end());
   tbb::parallel_for(size_t{0}, all.size(), [&](size_t k) {
     const ModelTensor& t = view.tensors[all[k]];
-    scan_tensor(*maps[t.file], t, req, results[all[k]]);
+    scan_tensor(*maps[t.file], t, rule_of(req, all[k]), req, results[all[k]]);
   }, tbb::simple_partitioner());
   for (uint32_t i : all) files[view.tensors[i].file].bytes_read += view.tensors[i].nbytes;
 }
@@ -235,6 +304,7 @@ void report_value_findings(const ModelView& view, const std::vector<TensorScanRe
     if (r.bad_e8m0)
       f.error("GGUF_MXFP4_E8M0_RESERVED", file, t.name, r.first_bad,
               "MXFP4 tensor '" + t.name + "' has " + count_text(r.bad_e8m0, "block exponents of 0xFF") + where);
+    report_range_findings(view, t, r, f);
   }
 }
 

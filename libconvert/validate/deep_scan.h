@@ -20,6 +20,18 @@ namespace ckpt {
 
 inline constexpr uint64_t kScanStepBytes = 1u << 20;
 
+// A value range some tensors must keep, checked on the same pass (deepseek-v4.md §10.6).
+struct ValueRule {
+  enum Kind : uint8_t {
+    none,
+    fp8_scale_exponent,  // the E8M0 scale of an F8_E4M3 weight: bytes 3..246 (2^−124 .. 2^119),
+                         // where every product is exact in BF16 (0xFF is reported as NaN)
+    expert_id,           // an integer routing table (tid2eid): every value in [0, limit)
+  };
+  Kind kind = none;
+  int64_t limit = 0;
+};
+
 struct TensorScanResult {
   bool scanned = false;
   uint64_t xxh3 = 0;
@@ -27,6 +39,10 @@ struct TensorScanResult {
   uint64_t bad_block_scales = 0;  // GGUF: NaN/Inf fp16 block scales
   uint64_t bad_e8m0 = 0;          // GGUF MXFP4 block exponent 0xFF
   std::optional<uint64_t> first_bad;  // absolute file offset
+  uint64_t out_of_range = 0;          // values outside the tensor's ValueRule
+  std::optional<uint64_t> first_out_of_range;  // element index in the tensor
+  int64_t first_out_of_range_value = 0;
+  int64_t range_limit = 0;                     // the rule's limit (expert_id)
   std::string io_error;               // set when reading the tensor failed
 };
 
@@ -41,6 +57,7 @@ struct ScanRequest {
   bool sha256 = false;  // whole-file SHA-256
   std::function<void(uint64_t bytes)> on_progress;  // called with bytes just consumed (any thread)
   std::vector<bool> only_files;  // non-empty: read only the files j with only_files[j] (--partition)
+  std::vector<ValueRule> rules;  // per view tensor (empty: none); needs `values`
   bool wants(size_t file) const { return only_files.empty() || (file < only_files.size() && only_files[file]); }
 };
 
@@ -48,7 +65,8 @@ struct ScanRequest {
 void scan_model(const ModelView& view, const ScanRequest& request, std::vector<TensorScanResult>& results,
                 std::vector<FileScanResult>& files, Findings& findings);
 
-// Turns scan counts into findings (DATA_NAN, DATA_INF, FP8_NAN_CODE, E8M0_RESERVED, ...).
+// Turns scan counts into findings (DATA_NAN, DATA_INF, FP8_NAN_CODE, E8M0_RESERVED,
+// FP8_SCALE_RANGE, EXPERT_ID_RANGE, ...).
 void report_value_findings(const ModelView& view, const std::vector<TensorScanResult>& results, Findings& f);
 
 // IO_READ findings for files or tensors whose bytes could not be read.

@@ -280,7 +280,8 @@ class DeepCompare {
                        ? dequant_fp8_rows_e8m0(weights, row, g, grid, expect)
                        : dequant_fp8_rows_f32(weights, row, g, grid_f32, expect);
       if (fault) {
-        message = "the input holds a NaN code at element " + std::to_string(fault->element);
+        message = std::string("the input cannot be dequantized (") + fp8_fault_name(fault->kind) + ") at element " +
+                  std::to_string(fault->element);
         return false;
       }
       if (std::memcmp(want.data(), got.data(), n * 2) != 0) {

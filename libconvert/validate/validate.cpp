@@ -7,8 +7,10 @@
 #include <map>
 #include <sstream>
 
+#include "formats/json.h"
 #include "formats/loader.h"
 #include "io/hash.h"
+#include "model/pairing.h"
 #include "profiles/registry.h"
 #include "repack/pack_validate.h"
 #include "validate/deep_scan.h"
@@ -112,11 +114,32 @@ std::vector<bool> claim_partition(const ValidateOptions& options, ValidationRepo
   return mine;
 }
 
+// The value ranges of deepseek-v4.md §10.6, read on the --deep pass: the E8M0 scale of every
+// FP8 weight (exponents where the product is exact), and hash-routing tables (`*.tid2eid`)
+// against config.json's n_routed_experts.
+std::vector<ValueRule> value_rules(const LoadedModel& model, const std::string& profile) {
+  const ModelView& view = model.view;
+  std::vector<ValueRule> rules(view.tensors.size());
+  if (model.format != ModelFormat::safetensors) return rules;
+  Findings already_reported;  // pairing problems are the profile checks' to report
+  std::vector<Fp8Pair> pairs;
+  check_fp8_pairing(view, pairing_options_for(model, profile, already_reported), already_reported, &pairs);
+  for (const auto& p : pairs)
+    if (!p.f32_scale) rules[p.scale] = ValueRule{ValueRule::fp8_scale_exponent, 0};
+  std::optional<int64_t> experts;
+  if (model.checkpoint.config) experts = json_int(model.checkpoint.config->root(), "n_routed_experts");
+  if (experts && *experts > 0)
+    for (size_t i = 0; i < view.tensors.size(); ++i)
+      if (view.tensors[i].name.ends_with(".tid2eid")) rules[i] = ValueRule{ValueRule::expert_id, *experts};
+  return rules;
+}
+
 void run_scan(const LoadedModel& model, const ValidateOptions& options, const std::vector<bool>& mine,
-              ValidationReport& report) {
+              const std::string& profile, ValidationReport& report) {
   ScanRequest req;
   req.only_files = mine;
   req.values = options.deep;
+  if (options.deep) req.rules = value_rules(model, profile);
   req.sha256 = options.sha256;
   uint64_t total = scan_total_bytes(model.view, req);
   std::atomic<uint64_t> done{0};
@@ -188,7 +211,7 @@ ValidationReport validate_path(const std::string& path, const ValidateOptions& o
     if (options.deep || report.sha256) {
       ValidateOptions scan_options = options;
       scan_options.sha256 = report.sha256;
-      run_scan(model, scan_options, mine, report);
+      run_scan(model, scan_options, mine, report.profile, report);
     }
     if (!options.hub_sha256_file.empty()) check_hub_hashes(options.hub_sha256_file, report);
   }

@@ -242,7 +242,10 @@ TEST(Fp8Scalar, F32ScalePreRoundedToBf16WouldDiffer) {
 // ---------------------------------------------------------------------------------------------
 // Block dequantizer: the table path against the scalar functions.
 
-// One row per E8M0 scale (block 1 × 254), the 254 finite codes in every row: every pair once.
+bool bf16_is_inf(uint16_t b) { return (b & 0x7FFF) == 0x7F80; }
+
+// One row per E8M0 scale (block 1 × 254), the 254 finite codes in every row: every pair once,
+// except the pairs that overflow BF16 (a fault, below), replaced by code 0.
 TEST(Fp8Dequant, E8m0TablesMatchScalarForAllPairs) {
   std::vector<uint8_t> codes;
   for (int c = 0; c < 256; ++c)
@@ -250,7 +253,7 @@ TEST(Fp8Dequant, E8m0TablesMatchScalarForAllPairs) {
   const Fp8Grid g{255, codes.size(), 1, codes.size()};
   std::vector<uint8_t> w, scales;
   for (int b = 0; b < 255; ++b) {
-    w.insert(w.end(), codes.begin(), codes.end());
+    for (uint8_t c : codes) w.push_back(bf16_is_inf(fp8_e8m0_product_bf16(c, static_cast<uint8_t>(b))) ? 0 : c);
     scales.push_back(static_cast<uint8_t>(b));
   }
   std::vector<uint8_t> out(2 * w.size());
@@ -270,6 +273,11 @@ TEST(Fp8Dequant, F32TablesMatchScalar) {
   }
   std::vector<float> grid(fp8_scale_rows(g) * fp8_scale_cols(g));
   for (size_t k = 0; k < grid.size(); ++k) grid[k] = scales[k % scales.size()];
+  for (uint64_t i = 0; i < g.rows; ++i)  // products beyond BF16 are a fault (below): not here
+    for (uint64_t j = 0; j < g.cols; ++j) {
+      uint8_t& c = w[i * g.cols + j];
+      if (bf16_is_inf(fp8_f32_product_bf16(c, grid[(i / g.block_rows) * fp8_scale_cols(g) + j / g.block_cols]))) c = 0;
+    }
   std::vector<uint8_t> out(2 * w.size());
   ASSERT_FALSE(dequant_fp8_rows_f32(w, 0, g, grid, out).has_value());
   for (uint64_t i = 0; i < g.rows; ++i)
@@ -335,6 +343,42 @@ TEST(Fp8Dequant, ScaleNanReportsFirstElementUsingIt) {
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->kind, Fp8Fault::scale_nan);
   EXPECT_EQ(f->element, 2u * 300 + 128);
+}
+
+// 448 · 2^(254−127) is far beyond BF16's 3.39e38: the conversion refuses it (as the MXFP4
+// path does) instead of writing ±inf, naming the first such element in row-major order. A
+// huge scale with small codes only is fine; an earlier NaN code is reported first.
+TEST(Fp8Dequant, ProductBeyondBf16IsAnOverflowFaultNotInf) {
+  Case c;
+  c.s[1 * 3 + 2] = 254;      // block row 1 (rows 2–3), block column 2 (columns 256–299): 2^127
+  EXPECT_FALSE(c.run_rows(0, 4).has_value());  // 0x38 = 1.0: 2^127 is finite
+  c.w[3 * 300 + 270] = 0xFE;  // −448 · 2^127
+  c.w[3 * 300 + 280] = 0x7E;
+  std::fill(c.out.begin(), c.out.end(), 0xAB);
+  auto f = c.run_rows(0, 4);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->kind, Fp8Fault::overflow);
+  EXPECT_EQ(f->element, 3u * 300 + 270);
+  EXPECT_STREQ(fp8_fault_name(f->kind), "overflow");
+  EXPECT_TRUE(c.out_untouched());
+  EXPECT_FALSE(c.run_rows(0, 3).has_value());  // row 2 has only 1.0 there
+  c.w[3 * 300 + 10] = 0x7F;  // a NaN code earlier in the row wins
+  f = c.run_rows(0, 4);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->kind, Fp8Fault::weight_nan);
+
+  // The threshold is exact: 2^(246−127) · 448 < 2^128 converts, 2^(247−127) · 448 does not.
+  const Fp8Grid g{1, 1, 1, 1};
+  std::vector<uint8_t> w{0x7E}, out(2);
+  EXPECT_FALSE(dequant_fp8_rows_e8m0(w, 0, g, std::vector<uint8_t>{246}, out).has_value());
+  f = dequant_fp8_rows_e8m0(w, 0, g, std::vector<uint8_t>{247}, out);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->kind, Fp8Fault::overflow);
+  // F32 multipliers: the same rule.
+  f = dequant_fp8_rows_f32(w, 0, g, std::vector<float>{1e37f}, out);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->kind, Fp8Fault::overflow);
+  EXPECT_FALSE(dequant_fp8_rows_f32(w, 0, g, std::vector<float>{1e35f}, out).has_value());
 }
 
 TEST(Fp8Dequant, F32NonFiniteScaleIsScaleFault) {

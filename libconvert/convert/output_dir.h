@@ -1,0 +1,61 @@
+// What ckptkit keeps in an output directory, OUT/.ckptkit/:
+//   lock              flock'ed for the whole run: exclusive by a plain, --resume,
+//                     --overwrite or --finalize run, shared by --partition runs
+//   locks/<16 hex>.lock  one per shard, exclusive while a partition run owns that shard
+//   manifest.json     every file of OUT a whole-output run wrote or is about to write
+//   records/          one record per shard (convert/records.h)
+// and the rules built on it: which files of OUT ckptkit may remove (only those it wrote:
+// the manifest and the records name them), and that an output directory holding a
+// checkpoint ckptkit did not write is never written into.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "io/output_lock.h"
+
+namespace ckpt {
+
+std::string state_dir(const std::string& out);      // OUT/.ckptkit
+std::string records_dir(const std::string& out);    // OUT/.ckptkit/records
+std::string out_lock_path(const std::string& out);  // OUT/.ckptkit/lock
+std::string shard_lock_path(const std::string& out, const std::string& shard);
+std::string manifest_path(const std::string& out);  // OUT/.ckptkit/manifest.json
+
+// Anything besides an empty bookkeeping directory (a run that stopped before writing
+// leaves OUT/.ckptkit with a lock file and nothing else: OUT still counts as empty).
+bool out_has_content(const std::string& out);
+// A previous ckptkit output: its manifest or at least one record exists.
+bool is_ckptkit_output(const std::string& out);
+// The checkpoint files (*.safetensors, the index, config.json) at OUT's top level; at most 3.
+std::vector<std::string> checkpoint_files_in(const std::string& out);
+
+// Relative paths of OUT that earlier runs wrote: the manifest's files and the shards the
+// records name (a 0.1.0 output has records only). Paths that would leave OUT, name
+// .ckptkit or are not normal relative paths are ignored.
+std::set<std::string> files_written_before(const std::string& out);
+// (record file path, shard it names) for every record in OUT.
+std::vector<std::pair<std::string, std::string>> records_in(const std::string& out);
+
+bool write_manifest(const std::string& out, const std::set<std::string>& files, std::string& error);
+
+// Unlinks OUT/<rel> for each path (a missing one is fine; never a directory), then fsyncs
+// every directory it removed something from. False with the first error.
+bool remove_output_files(const std::string& out, const std::vector<std::string>& rel, std::string& error);
+
+// Temporaries left by killed runs (io/atomic_file.h names) anywhere under OUT; with
+// `only_for`, only the temporaries whose destination file name is in it.
+void remove_stale_temps(const std::string& out, const std::set<std::string>* only_for = nullptr);
+
+// The locks of one run. A whole-output run holds OUT's lock exclusively; a partition
+// holds it shared (partitions run side by side) plus each of its shards' locks.
+struct OutputLocks {
+  FileLock out;
+  std::vector<FileLock> shards;
+};
+enum class LockResult { acquired, busy, error };
+LockResult lock_output(const std::string& out, const std::vector<std::string>* partition_shards,
+                       const std::string& what, OutputLocks& locks, std::string& message);
+
+}  // namespace ckpt
