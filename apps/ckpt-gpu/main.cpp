@@ -122,6 +122,7 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? kOk : kUsage;
   }
+  ckpt::install_signal_cleanup();  // a report's temporary goes with Ctrl-C / kill
   if (verify->parsed()) return run_verify(v);
   if (b.options.gemm_k % 32) {
     std::cerr << "ckpt-gpu: --k must be a multiple of 32\n";

@@ -238,7 +238,7 @@ int run_convert(const ConvertArgs& a) {
 
 struct SynthArgs {
   std::string model, out;
-  bool sparse = false, tiny = false;
+  bool sparse = false, tiny = false, overwrite = false;
   uint64_t seed = 1;
 };
 
@@ -251,9 +251,13 @@ int run_synth(const SynthArgs& a) {
     std::cerr << "ckpt synth: choose exactly one of --sparse (real sizes, sparse files) or --tiny (small, real data)\n";
     return kUsage;
   }
-  std::string error;
+  std::string error = ckpt::synth_target_problem(a.out, a.overwrite);
+  if (!error.empty()) {
+    std::cerr << "ckpt synth: " << error << "\n";
+    return kUsage;
+  }
   auto size = a.sparse ? ckpt::SynthSize::sparse : ckpt::SynthSize::tiny;
-  if (!ckpt::synth_deepseek_v4_flash_0731(a.out, size, a.seed, error)) {
+  if (!ckpt::synth_deepseek_v4_flash_0731(a.out, size, a.seed, error, a.overwrite)) {
     std::cerr << "ckpt synth: " << error << "\n";
     return kIoError;
   }
@@ -312,8 +316,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"half-away", "half-even"}));
   convert->add_flag("--dry-run", ca.dry_run, "plan from the headers and print it; write nothing");
   convert->add_option("--memory-budget", ca.memory_budget, "peak buffer memory (default 1G)");
-  convert->add_flag("--resume", ca.resume, "finish an interrupted conversion, skipping verified shards");
-  convert->add_flag("--overwrite", ca.overwrite, "allow a non-empty output directory and rewrite everything");
+  convert->add_flag("--resume", ca.resume,
+                    "finish an interrupted conversion: reuse only shards whose record proves them converted from "
+                    "these input bytes with these options by this version; redo the others");
+  convert->add_flag("--overwrite", ca.overwrite,
+                    "replace a previous ckptkit output: rewrite every shard and remove the files it wrote that this "
+                    "conversion does not produce (never a checkpoint ckptkit did not write)");
   convert->add_flag("-q,--quiet", ca.quiet, "no progress bar");
   convert->add_option("--json", ca.json, "write the JSON report (plan, totals, config) to FILE, or - for stdout");
   convert->add_option("--partition", ca.partition,
@@ -331,6 +339,7 @@ int main(int argc, char** argv) {
   synth->add_flag("--sparse", sa.sparse, "real sizes as sparse files (zero data, no disk use)");
   synth->add_flag("--tiny", sa.tiny, "a small model with the same names, dtypes and block types, random data");
   synth->add_option("--seed", sa.seed, "random seed for --tiny");
+  synth->add_flag("--overwrite", sa.overwrite, "write into a non-empty directory, replacing files of the same names");
 
   ckptcli::Command dump = ckptcli::add_dump_command(app);
   ckptcli::Command repack = ckptcli::add_repack_command(app);
@@ -345,6 +354,8 @@ int main(int argc, char** argv) {
   }
   // A file-size limit (RLIMIT_FSIZE) must surface as a write error (EFBIG), not kill us.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Ctrl-C, kill, a closed terminal: every writer's temporaries go, then we die of the signal.
+  ckpt::install_signal_cleanup();
   std::optional<tbb::global_control> limit;
   if (threads > 0) limit.emplace(tbb::global_control::max_allowed_parallelism, threads);
 

@@ -219,7 +219,19 @@ std::string dsv4_tiny_config_json() {
                                  "0, 4, 128, 4, 128, 0, 0, 0", "2, 3, 4"});
 }
 
-bool synth_deepseek_v4_flash_0731(const std::string& out_dir, SynthSize size, uint64_t seed, std::string& error) {
+std::string synth_target_problem(const std::string& out_dir, bool overwrite) {
+  std::error_code ec;
+  const std::filesystem::path dir(out_dir);
+  if (!std::filesystem::exists(std::filesystem::symlink_status(dir, ec))) return "";
+  if (!std::filesystem::is_directory(dir, ec)) return out_dir + " exists and is not a directory";
+  if (overwrite || std::filesystem::directory_iterator(dir, ec) == std::filesystem::directory_iterator()) return "";
+  return out_dir + " is not empty; synth writes only into an empty (or new) directory; pass --overwrite to replace "
+                   "its checkpoint files";
+}
+
+bool synth_deepseek_v4_flash_0731(const std::string& out_dir, SynthSize size, uint64_t seed, std::string& error,
+                                  bool overwrite) {
+  if (error = synth_target_problem(out_dir, overwrite); !error.empty()) return false;
   std::string config = size == SynthSize::sparse ? dsv4_0731_config_json() : dsv4_tiny_config_json();
   std::vector<ExpectedTensor> cat;
   if (!catalogue_for(config, cat, error)) return false;
@@ -230,13 +242,8 @@ bool synth_deepseek_v4_flash_0731(const std::string& out_dir, SynthSize size, ui
   uint64_t experts = static_cast<uint64_t>(json_int(doc.root(), "n_routed_experts").value_or(1));
   uint32_t shards = layers + 2 + stages;
 
-  std::error_code ec;
   std::filesystem::path dir(out_dir);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    error = "cannot create " + out_dir + ": " + ec.message();
-    return false;
-  }
+  if (!create_directories_durable(out_dir, error)) return false;
   SafetensorsWriteOptions opt;
   opt.sparse = size == SynthSize::sparse;
   PayloadGen gen{seed, experts};

@@ -23,8 +23,13 @@ enum class SynthSize { sparse, tiny };
 std::string dsv4_0731_config_json();
 std::string dsv4_tiny_config_json();
 
-// Writes the checkpoint into `out_dir` (created if missing; existing files of the same
-// names are replaced). Returns false with `error` set on any failure.
-bool synth_deepseek_v4_flash_0731(const std::string& out_dir, SynthSize size, uint64_t seed, std::string& error);
+// Why `out_dir` may not receive a synthetic checkpoint: it exists and is not an empty
+// directory (unless `overwrite`: then files of the same names are replaced). "" when it may.
+std::string synth_target_problem(const std::string& out_dir, bool overwrite);
+
+// Writes the checkpoint into `out_dir` (created if missing; refused when it is not empty,
+// unless `overwrite`). Returns false with `error` set on any failure.
+bool synth_deepseek_v4_flash_0731(const std::string& out_dir, SynthSize size, uint64_t seed, std::string& error,
+                                  bool overwrite = false);
 
 }  // namespace ckpt
