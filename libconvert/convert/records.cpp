@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sys/stat.h>
 #include <tuple>
 #include <unistd.h>
@@ -295,8 +296,9 @@ ShardRecord planned_record(const LoadedModel& in, const ConversionPlan& plan, co
 
 bool finish_record(const LoadedModel& in, const ShardWriteResult& written, ShardRecord& rec, std::string& error) {
   std::map<size_t, uint64_t> digest(written.input_digests.begin(), written.input_digests.end());
+  const std::set<size_t> listed(rec.input_tensors.begin(), rec.input_tensors.end());
   for (const auto& [tensor, d] : written.input_digests)
-    if (std::find(rec.input_tensors.begin(), rec.input_tensors.end(), tensor) == rec.input_tensors.end()) {
+    if (!listed.count(tensor)) {
       error = "internal error: shard " + rec.shard + " read " + in.view.tensors[tensor].name +
               ", which its resume identity does not list (plan/plan.h tensor_inputs)";
       return false;

@@ -10,6 +10,7 @@
 #include "child_process.h"
 #include "convert/convert.h"
 #include "convert/records.h"
+#include "io/atomic_file.h"
 #include "numerics/fp8.h"
 #include "test_util.h"
 #include "validate/validate.h"
@@ -158,6 +159,28 @@ TEST(Convert, TwoRunsOfOnePartitionAreRefusedButPartitionsRunSideBySide) {
   auto fin = test::run_ckpt("convert -q --finalize " + q(in) + " " + q(out));
   ASSERT_EQ(fin.exit_code, 0) << fin.err;
   EXPECT_TRUE(validates(out));
+}
+
+// Temporaries are named by their destination's hash: a partition removes its own stale ones
+// and leaves those of the shards another partition is writing right now.
+TEST(Convert, APartitionRemovesOnlyItsOwnStaleTemporaries) {
+  test::TempDir tmp;
+  const std::string in = test::fixture("oracle/dsv4-tiny"), out = tmp.str("out");
+  fs::create_directories(out + "/.ckptkit/records");
+  // 0/3 owns shards 1, 3, 5; 1/3 owns 2 and 6 (the LPT assignment of Partition tests).
+  AtomicOutput theirs(out + "/model-00002-of-00007.safetensors");
+  AtomicOutput their_record(record_path(out, "model-00006-of-00007.safetensors"));
+  AtomicOutput mine(out + "/model-00001-of-00007.safetensors");
+  std::string error;
+  ASSERT_TRUE(theirs.open(error) && their_record.open(error) && mine.open(error)) << error;
+  // A temporary of shard 1 left by a killed run: same destination tag, another random part.
+  std::string stale = mine.temp_path();
+  stale.replace(stale.size() - 8, 8, "deadbeef");
+  test::write_text(stale, "partial");
+  ASSERT_EQ(test::run_ckpt("convert -q --partition 0/3 " + q(in) + " " + q(out)).exit_code, 0);
+  EXPECT_TRUE(fs::exists(theirs.temp_path()));
+  EXPECT_TRUE(fs::exists(their_record.temp_path()));
+  EXPECT_FALSE(fs::exists(stale));
 }
 
 // A run frozen while it writes shard 1 (kill point 3: "shard payload partly written") gets
