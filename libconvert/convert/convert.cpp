@@ -372,6 +372,38 @@ std::vector<bool> finished_shards(const LoadedModel& in, const ConvertOptions& o
   return done;
 }
 
+// Locked, verified, space checked; then the claim of completeness withdrawn, earlier runs'
+// leftovers pruned, and the shards (plus, for a whole-output run, side files, index, config).
+void write_output(const LoadedModel& in, const ConvertOptions& o, const std::vector<bool>& owned,
+                  const std::vector<std::string>& owned_names, ConvertReport& r) {
+  OutputLocks locks;
+  if (!open_output(o, o.partition.active() ? &owned_names : nullptr, locks, r)) return;
+  kill_point("output directory created");
+  if (o.partition.active()) {
+    std::set<std::string> mine;
+    for (const auto& name : owned_names) mine.insert({name, record_file_name(name)});
+    remove_stale_temps(o.output, &mine);
+  } else {
+    remove_stale_temps(o.output);
+  }
+  std::vector<bool> done = finished_shards(in, o, owned, r);
+  r.disk_needed = disk_needed(r, owned, done, o);
+  if (r.disk_needed > r.disk_free) {
+    fail(r, ConvertStatus::io_error, "IO_NO_SPACE", o.output,
+         "the conversion needs " + std::to_string(r.disk_needed) + " bytes but " + o.output + " has " +
+             std::to_string(r.disk_free) + " free; nothing was written");
+    return;
+  }
+  bool writes_a_shard = false;
+  for (size_t i = 0; i < done.size(); ++i) writes_a_shard |= owned[i] && !done[i];
+  if ((!o.partition.active() || writes_a_shard) && !withdraw_completion(o, r)) return;
+  if (!prune_previous(in, o, r, owned, o.overwrite)) return;
+  if (o.partition.active())
+    write_shards(in, o, r, done, owned);
+  else if (write_side_files(o, r) && write_shards(in, o, r, done, owned) && write_index_and_config(in, o, r))
+    finish_manifest(in, o, r);
+}
+
 }  // namespace
 
 bool parse_size(const std::string& text, uint64_t& bytes) {
@@ -438,32 +470,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
     finish(r, start);
     return r;
   }
-  OutputLocks locks;
-  if (!open_output(o, o.partition.active() ? &owned_names : nullptr, locks, r)) return r;
-  kill_point("output directory created");
-  if (o.partition.active()) {
-    std::set<std::string> mine;
-    for (const auto& name : owned_names) mine.insert({name, record_file_name(name)});
-    remove_stale_temps(o.output, &mine);
-  } else {
-    remove_stale_temps(o.output);
-  }
-  std::vector<bool> done = finished_shards(in, o, owned, r);
-  r.disk_needed = disk_needed(r, owned, done, o);
-  if (r.disk_needed > r.disk_free) {
-    fail(r, ConvertStatus::io_error, "IO_NO_SPACE", o.output,
-         "the conversion needs " + std::to_string(r.disk_needed) + " bytes but " + o.output + " has " +
-             std::to_string(r.disk_free) + " free; nothing was written");
-    return r;
-  }
-  bool writes_a_shard = false;
-  for (size_t i = 0; i < done.size(); ++i) writes_a_shard |= owned[i] && !done[i];
-  if ((!o.partition.active() || writes_a_shard) && !withdraw_completion(o, r)) return r;
-  if (!prune_previous(in, o, r, owned, o.overwrite)) return r;
-  if (o.partition.active())
-    write_shards(in, o, r, done, owned);
-  else if (write_side_files(o, r) && write_shards(in, o, r, done, owned) && write_index_and_config(in, o, r))
-    finish_manifest(in, o, r);
+  write_output(in, o, owned, owned_names, r);
   finish(r, start);
   return r;
 }

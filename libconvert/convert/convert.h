@@ -1,6 +1,8 @@
-// `ckpt convert IN OUT`: the whole job. Safety checks on the paths, the plan from
-// headers, a free-space check, then side files, shards (each atomic, each with a
-// record), and last the index and config.json. Interrupted runs resume.
+// `ckpt convert IN OUT`: the whole job. Safety checks on the paths (never into the input,
+// never into a checkpoint ckptkit did not write), the plan from headers, OUT locked, a
+// free-space check, the index and config.json withdrawn, earlier leftovers pruned, then side
+// files, shards (each atomic, each with a record), and last the index and config.json.
+// Interrupted runs resume.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +24,9 @@ struct ConvertOptions {
   ExpertMode experts = ExpertMode::keep;
   RemapOptions remap;      // --experts int8-shift
   bool dry_run = false;
-  bool resume = false;     // skip shards whose record still matches input and output
-  bool overwrite = false;  // allow a non-empty OUT; every output is rewritten
+  bool resume = false;     // skip shards whose record proves them (convert/records.h); redo the rest
+  bool overwrite = false;  // replace a previous ckptkit output: rewrite every shard, remove what
+                           // earlier runs wrote that this plan does not produce (convert/output_dir.h)
   uint64_t memory_budget = 1ull << 30;
   // Scale-out (README "Scaling out"): convert only the shards of partition I of N and
   // their records, never the index/config; or --finalize: verify every shard's record

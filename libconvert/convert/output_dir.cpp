@@ -126,11 +126,17 @@ bool write_manifest(const std::string& out, const std::set<std::string>& files, 
 
 bool remove_output_files(const std::string& out, const std::vector<std::string>& rel, std::string& error) {
   std::set<std::string> dirs;
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(out, ec);
   for (const auto& r : rel) {
     const fs::path p = fs::path(out) / r;
+    // A directory on the way that became a symlink out of OUT is not followed.
+    const fs::path parent = fs::weakly_canonical(p.parent_path(), ec);
+    const auto inside = parent.lexically_relative(root);
+    if (ec || inside.empty() || *inside.begin() == "..") continue;
     if (::unlink(p.c_str()) == 0) {
       dirs.insert(p.parent_path().string());
-    } else if (errno != ENOENT) {
+    } else if (errno != ENOENT && errno != EISDIR && errno != EPERM) {  // a directory now: not ours
       error = "cannot remove " + p.string() + ": " + std::strerror(errno);
       return false;
     }

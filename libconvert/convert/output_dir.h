@@ -40,8 +40,9 @@ std::vector<std::pair<std::string, std::string>> records_in(const std::string& o
 
 bool write_manifest(const std::string& out, const std::set<std::string>& files, std::string& error);
 
-// Unlinks OUT/<rel> for each path (a missing one is fine; never a directory), then fsyncs
-// every directory it removed something from. False with the first error.
+// Unlinks OUT/<rel> for each path (a missing one is fine; never a directory, never through
+// a directory that leads out of OUT), then fsyncs every directory it removed something
+// from. False with the first error.
 bool remove_output_files(const std::string& out, const std::vector<std::string>& rel, std::string& error);
 
 // Temporaries left by killed runs (io/atomic_file.h names) anywhere under OUT; with

@@ -222,9 +222,10 @@ ShardVerdict verify_shard(const LoadedModel& in, const ConversionPlan& plan, con
   auto rec = read_record(path);
   if (!rec) return verdict(ShardState::incomplete, "its record " + path + " is unreadable or incomplete");
   if (rec->version != kRecordVersion)
-    return verdict(ShardState::stale, "its record is of format " + std::to_string(rec->version) + " (ckptkit " +
-                                          (rec->tool_version.empty() ? "0.1" : rec->tool_version) +
-                                          "), which does not cover every input and option", rec);
+    return verdict(ShardState::stale, "its record (format " + std::to_string(rec->version) + ", ckptkit " +
+                                          (rec->tool_version.empty() ? "unknown" : rec->tool_version) +
+                                          ") does not cover every input and option; records are format " +
+                                          std::to_string(kRecordVersion), rec);
   if (rec->shard != shard.name)
     return verdict(ShardState::incomplete, "its record " + path + " names another shard", rec);
   if (rec->state != "done")
