@@ -37,6 +37,9 @@ __global__ void k_fp8_e8m0(const uint8_t* w, uint64_t n, uint64_t cols, uint64_t
 constexpr uint32_t kFp8Groups = 4;
 constexpr uint32_t kBlocksPerSm = 8;  // 256-thread blocks resident per SM (2048 threads)
 
+// A grid-stride grid of ceil(n / kThreads) blocks, at most 65535 * 8.
+unsigned grid_for(uint64_t n) { return static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>((n + kThreads - 1) / kThreads, 65535u * 8))); }
+
 // A grid of at most `sms` x kBlocksPerSm blocks (all resident at once) for `threads` threads.
 unsigned resident_grid(uint64_t threads, unsigned sms) {
   const uint64_t blocks = (threads + kThreads - 1) / kThreads;
@@ -319,13 +322,24 @@ __global__ void k_ggml(int32_t type, const uint8_t* blocks, uint64_t units, uint
   }
 }
 
-// ggml blocks are 17 to 210 bytes, mostly not 4-byte aligned, so decoding straight from
-// global memory costs a byte load per code. The block kernels instead stage a tile of
-// whole blocks in shared memory with coalesced 16-byte loads (the next tile's loads in
-// flight while this one decodes) and decode from there. A tile's first byte is 16-aligned:
-// tiles hold a multiple of 8 blocks (8 x an even size) or of 16 (MXFP4's 17 bytes).
-// Precondition: the input buffer is 16-aligned and readable up to its size rounded up to
-// 16 bytes (ggml_to_f32 allocates it so).
+// The block types, specialized per type (the decode switch folds away), each thread one
+// 8-element unit written as two 16-byte stores.
+template <int32_t kType>
+__global__ void k_ggml_t(const uint8_t* blocks, uint32_t units, GgmlTables tables, float4* out) {
+  constexpr GgmlBlockShape s = ggml_gpu_block(kType);
+  constexpr uint32_t per_block = s.elems / 8;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < units; i += gridDim.x * blockDim.x) {
+    float y[8];
+    ggml_decode_unit(kType, blocks + static_cast<uint64_t>(i / per_block) * s.bytes, i % per_block, y, tables);
+    out[2 * i] = make_float4(y[0], y[1], y[2], y[3]);
+    out[2 * i + 1] = make_float4(y[4], y[5], y[6], y[7]);
+  }
+}
+
+// A tile of whole blocks staged through registers into shared memory with coalesced 16-byte
+// loads, the next tile's loads in flight while this one decodes. The tile's first byte is
+// 16-aligned. Precondition: the input buffer is 16-aligned and readable up to its size
+// rounded up to 16 bytes (ggml_to_f32 allocates it so).
 template <uint32_t kTileBytes>
 struct Staged {
   static constexpr uint32_t kChunks = (kTileBytes + 15) / 16, kRounds = (kChunks + kThreads - 1) / kThreads;
@@ -346,50 +360,6 @@ struct Staged {
     }
   }
 };
-
-// Tile geometry of a block type: kTileBlocks blocks, each 256-thread block decoding
-// kUnits 8-element units per thread.
-template <int32_t kType>
-struct GgmlTile {
-  static constexpr GgmlBlockShape s = ggml_gpu_block(kType);
-  static constexpr uint32_t kPerBlock = s.elems / 8, kUnits = 2;
-  static constexpr uint32_t kTileBlocks = kThreads * kUnits / kPerBlock, kBytes = kTileBlocks * s.bytes;
-  static_assert(kBytes % 16 == 0, "a tile must start 16-aligned");
-};
-
-// Every block type but Q6_K: ggml_decode_unit on the staged blocks, one 8-element unit
-// (two 16-byte stores) at a time.
-template <int32_t kType>
-__global__ void __launch_bounds__(kThreads) k_ggml_staged(const uint4* blocks, uint32_t nblocks, GgmlTables tables,
-                                                           float4* out) {
-  using T = GgmlTile<kType>;
-  __shared__ uint4 tile[T::kBytes / 16];
-  const auto* bytes = reinterpret_cast<const uint8_t*>(tile);
-  const uint32_t tiles = (nblocks + T::kTileBlocks - 1) / T::kTileBlocks;
-  auto chunks_of = [&](uint32_t t) {
-    const uint32_t nb = min(T::kTileBlocks, nblocks - t * T::kTileBlocks);
-    return (nb * T::s.bytes + 15) / 16;
-  };
-  Staged<T::kBytes> next;
-  if (blockIdx.x < tiles) next.load(blocks, blockIdx.x * (T::kBytes / 16), chunks_of(blockIdx.x));
-  for (uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    __syncthreads();  // the previous tile is decoded
-    next.store(tile);
-    __syncthreads();
-    const uint32_t t2 = t + gridDim.x;
-    if (t2 < tiles) next.load(blocks, t2 * (T::kBytes / 16), chunks_of(t2));
-    const uint32_t first_unit = t * T::kTileBlocks * T::kPerBlock, units = (nblocks - t * T::kTileBlocks) * T::kPerBlock;
-#pragma unroll
-    for (uint32_t k = 0; k < T::kUnits; ++k) {
-      const uint32_t u = threadIdx.x + k * kThreads;
-      if (u >= units) break;
-      float y[8];
-      ggml_decode_unit(kType, bytes + (u / T::kPerBlock) * T::s.bytes, u % T::kPerBlock, y, tables);
-      out[2 * (first_unit + u)] = make_float4(y[0], y[1], y[2], y[3]);
-      out[2 * (first_unit + u) + 1] = make_float4(y[4], y[5], y[6], y[7]);
-    }
-  }
-}
 
 // Q6_K (210 bytes, 2-aligned): 32 blocks per tile, one warp per block at a time. Lane L
 // decodes elements 4L..4L+3 of each half, so each 16-byte store of a warp writes 512
@@ -433,35 +403,37 @@ __global__ void __launch_bounds__(kThreads) k_q6_k(const uint4* blocks, uint32_t
   }
 }
 
-// Launches the block kernel of `type`; false for plain and unknown types, unaligned input
-// and sizes past the 32-bit indices.
+// Launches the block kernel of `type`; false for plain and unknown types and sizes past
+// the 32-bit indices. (Staging through shared memory as k_q6_k does made the other types
+// slower on an H200: they stay on k_ggml_t; docs/notes/h-kernels.md has the numbers.)
 bool launch_ggml_blocks(int32_t type, const uint8_t* blocks, uint64_t nblocks, const GgmlTables& t, float* out,
                         unsigned sms) {
-  if (reinterpret_cast<uintptr_t>(blocks) % 16 != 0 || nblocks * 256 >= (uint64_t{1} << 31)) return false;
-  auto* in = reinterpret_cast<const uint4*>(blocks);
+  const GgmlBlockShape shape = ggml_gpu_block(type);
+  const uint64_t units = nblocks * (shape.elems / 8);
+  if (units >= (uint64_t{1} << 31)) return false;
   auto* o = reinterpret_cast<float4*>(out);
-  const uint32_t nb = static_cast<uint32_t>(nblocks);
-  auto grid = [&](uint32_t tile_blocks) { return resident_grid(uint64_t{(nb + tile_blocks - 1) / tile_blocks} * kThreads, sms); };
-#define CKPT_STAGED(T) \
-  case T: k_ggml_staged<T><<<grid(GgmlTile<T>::kTileBlocks), kThreads>>>(in, nb, t, o); return true;
+  const uint32_t u = static_cast<uint32_t>(units);
+  const unsigned grid = grid_for(units);
   switch (type) {
-    CKPT_STAGED(kQ4_0)
-    CKPT_STAGED(kQ8_0)
-    CKPT_STAGED(kIQ4_NL)
-    CKPT_STAGED(kMXFP4)
-    CKPT_STAGED(kQ4_K)
-    CKPT_STAGED(kIQ3_XXS)
-    CKPT_STAGED(kIQ3_S)
-    CKPT_STAGED(kIQ2_S)
-    case kQ6_K: k_q6_k<<<grid(kQ6Blocks), kThreads>>>(in, nb, o); return true;
+    case kQ4_0: k_ggml_t<kQ4_0><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kQ8_0: k_ggml_t<kQ8_0><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kIQ4_NL: k_ggml_t<kIQ4_NL><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kMXFP4: k_ggml_t<kMXFP4><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kQ4_K: k_ggml_t<kQ4_K><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kIQ3_XXS: k_ggml_t<kIQ3_XXS><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kIQ3_S: k_ggml_t<kIQ3_S><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kIQ2_S: k_ggml_t<kIQ2_S><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kQ6_K:
+      if (reinterpret_cast<uintptr_t>(blocks) % 16 != 0) return false;
+      k_q6_k<<<resident_grid(uint64_t{(static_cast<uint32_t>(nblocks) + kQ6Blocks - 1) / kQ6Blocks} * kThreads, sms),
+               kThreads>>>(reinterpret_cast<const uint4*>(blocks), static_cast<uint32_t>(nblocks), o);
+      return true;
     default: return false;
   }
-#undef CKPT_STAGED
 }
 
 // ---- host side -----------------------------------------------------------------------
 
-unsigned grid_for(uint64_t n) { return static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>((n + kThreads - 1) / kThreads, 65535u * 8))); }
 
 constexpr uint64_t k4G = uint64_t{1} << 32;
 
