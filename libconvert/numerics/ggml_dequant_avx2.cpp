@@ -21,6 +21,7 @@
 #include "numerics/ggml_tables.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define CKPT_AVX2 __attribute__((target("avx2,f16c")))
@@ -405,8 +406,13 @@ CKPT_AVX2 void blocks_loop(const uint8_t* in, size_t blocks, size_t type_size, s
 
 }  // namespace
 
+// AVX2 through the compiler's CPU model (which also checks the OS saves the YMM state);
+// F16C from CPUID leaf 1 (clang's model does not name it).
 bool cpu_supported() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool ok = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  }();
   return ok;
 }
 

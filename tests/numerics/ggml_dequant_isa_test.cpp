@@ -12,6 +12,10 @@
 #include <random>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "core/ggml_types.h"
 #include "numerics/ggml_dequant.h"
 
@@ -38,7 +42,14 @@ const std::vector<TypeCase>& cases() {
 
 void PrintTo(const TypeCase& c, std::ostream* os) { *os << ggml_type_info(c.type)->name; }
 
-bool cpu_has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"); }
+bool cpu_has_avx2() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+#else
+  return false;
+#endif
+}
 
 std::string hex(float f) {
   char b[16];
