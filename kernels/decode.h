@@ -108,10 +108,8 @@ CKPT_HD float fp8_magnitude_x2m120(uint32_t codes, int i) {
 // Two binary32 -> a BF16 pair (lo in the low half), each rounded to nearest even. Not for
 // NaN inputs (the callers route NaN to the element functions).
 CKPT_HD uint32_t bf16x2_rne(float lo, float hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
+#if CKPT_HAS_CVT_BF16X2
+  return cvt_rn_bf16x2(lo, hi);
 #else
   return static_cast<uint32_t>(f32_to_bf16_rne(lo)) | (static_cast<uint32_t>(f32_to_bf16_rne(hi)) << 16);
 #endif

@@ -1,7 +1,8 @@
 // The one portability header between CUDA and HIP (and plain C++ for the host emulation).
 // Kernel sources include only this and decode.h; everything vendor-specific is spelled
 // here once: the runtime API names, the host/device qualifier, and the few intrinsics the
-// kernels use (byte permute, int8 dot product, float->int round-to-nearest-even).
+// kernels use (byte permute, int8 dot product, funnel shift, multiply-high, the paired
+// float->BF16 conversion).
 #pragma once
 
 #include <cstdint>
@@ -80,6 +81,14 @@
 #define CKPT_DEVICE_PASS 0
 #endif
 
+// The paired binary32 -> BF16 conversion instruction (cvt.rn.bf16x2.f32) exists on NVIDIA
+// sm_80 and later; elsewhere decode.h rounds in integer arithmetic.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define CKPT_HAS_CVT_BF16X2 1
+#else
+#define CKPT_HAS_CVT_BF16X2 0
+#endif
+
 // The INT8 tensor-core MMA (mma.sync m16n8k32 s8) exists on NVIDIA sm_80 and later.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define CKPT_HAS_MMA_S8 1
@@ -145,6 +154,16 @@ struct FastDiv {
   }
   CKPT_HD uint32_t div(uint32_t n) const { return mul ? umulhi32(n, mul) >> shift : n; }
 };
+
+#if CKPT_HAS_CVT_BF16X2
+// lo and hi each rounded to nearest even to BF16 (subnormals kept, overflow to inf), packed
+// with lo in the low half.
+__device__ inline uint32_t cvt_rn_bf16x2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+#endif
 
 // IEEE binary32 multiply, rounded to nearest even, never fused with a neighbouring add.
 CKPT_HD float mul_rn(float a, float b) {

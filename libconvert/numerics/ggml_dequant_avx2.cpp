@@ -419,6 +419,7 @@ bool cpu_supported() {
 bool has_loop(int32_t type) { return type == kGgmlF32 || type == kGgmlF16 || type == kGgmlBF16 || block_fn(type); }
 
 void dequantize(int32_t type, const uint8_t* in, size_t blocks, float* out) {
+  if (blocks == 0) return;  // empty spans may hold null pointers
   const GgmlTypeInfo* info = ggml_type_info(type);
   const size_t ts = info->type_size, bs = info->block_size;
   switch (type) {
