@@ -11,6 +11,8 @@
 
 #include <tbb/parallel_for.h>
 
+#include "formats/model_files.h"
+
 namespace ckpt {
 namespace fs = std::filesystem;
 namespace od = simdjson::ondemand;
@@ -179,19 +181,8 @@ void parse_index_text(std::string_view text, CheckpointIndex& index, Findings& f
 namespace {
 
 // A shard may be a symlink (Hub cache snapshots link into ../../blobs), but it
-// must not lead outside the checkpoint unless it is a Hub cache blob.
-bool escapes_directory(const fs::path& dir, const fs::path& file) {
-  std::error_code ec;
-  if (!fs::is_symlink(fs::symlink_status(file, ec))) return false;
-  fs::path real_dir = fs::weakly_canonical(dir, ec);
-  fs::path real_file = fs::weakly_canonical(file, ec);
-  if (ec) return true;
-  auto rel = real_file.lexically_relative(real_dir);
-  if (!rel.empty() && *rel.begin() != "..") return false;
-  // Hub cache layout: snapshots/<rev>/<file> -> ../../blobs/<etag>.
-  auto blobs = real_dir.parent_path().parent_path() / "blobs";
-  return real_dir.parent_path().filename() != "snapshots" || real_file.parent_path() != blobs;
-}
+// must not lead outside the checkpoint unless it is a Hub cache blob (model_files.h).
+bool escapes_directory(const fs::path& dir, const fs::path& file) { return link_escapes_directory(dir, file); }
 
 struct ShardNumber {
   unsigned index = 0, count = 0;
