@@ -180,10 +180,6 @@ void parse_index_text(std::string_view text, CheckpointIndex& index, Findings& f
 
 namespace {
 
-// A shard may be a symlink (Hub cache snapshots link into ../../blobs), but it
-// must not lead outside the checkpoint unless it is a Hub cache blob (model_files.h).
-bool escapes_directory(const fs::path& dir, const fs::path& file) { return link_escapes_directory(dir, file); }
-
 struct ShardNumber {
   unsigned index = 0, count = 0;
 };
@@ -292,7 +288,9 @@ std::vector<std::string> select_shards(const fs::path& dir, const std::vector<st
               "the index names shard '" + s + "' but it is not in the directory");
       continue;
     }
-    if (escapes_directory(dir, dir / s)) {
+    // A shard may be a symlink (Hub cache snapshots link into ../../blobs), but it must
+    // not lead outside the checkpoint unless it is a Hub cache blob (model_files.h).
+    if (link_escapes_directory(dir, dir / s)) {
       index_error(f, "IDX_PATH_ESCAPE", "", "shard '" + s + "' is a symlink leading outside the checkpoint");
       continue;
     }

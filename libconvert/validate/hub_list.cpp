@@ -266,6 +266,7 @@ void check_hub_list(const std::string& list, const std::string& model_path, Vali
   for (size_t i = 0; i < side.size(); ++i) {
     report.findings.append(side_findings[i]);
     if (side_reports[i].hub_status == "mismatch") report_mismatch(side_reports[i], report.findings);
+    if (!side_reports[i].sha256.empty()) report.bytes_read += side_reports[i].size;
     report.files.push_back(std::move(side_reports[i]));
   }
 }
