@@ -7,7 +7,7 @@
 set -euo pipefail
 CKPT=$(readlink -f "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
-GGUF=${2:-$HERE/../../shared/fixtures/ggml/qwen3next-tiny.gguf}
+GGUF=${2:-$HERE/../tests/fixtures/ggml/qwen3next-tiny.gguf}
 REPEAT=${BENCH_DQ_REPEAT:-30}
 
 # "TYPE NAME BYTES" for each tensor, from the GGUF header (read with the standard library only).

@@ -6,7 +6,7 @@
 set -euo pipefail
 CKPT=$(readlink -f "$1")
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-FIXTURES=$(readlink -f "${2:-$ROOT/../shared/fixtures}")
+FIXTURES=$(readlink -f "${2:-$ROOT/tests/fixtures}")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 while IFS=$'\t' read -r name cmd fixture; do

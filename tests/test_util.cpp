@@ -45,8 +45,8 @@ std::vector<uint8_t> tensor_bytes(const LoadedModel& model, const std::string& n
   return t ? tensor_bytes(model, *t) : std::vector<uint8_t>{};
 }
 
-// CKPT_TEST_FIXTURES / CKPT_TEST_BIN_DIR override the build-time paths, so the suite runs
-// from a copied build tree (the GPU machine gets the build and the fixtures it needs).
+// CKPT_TEST_FIXTURES / CKPT_TEST_BIN_DIR override the build-time paths (tests/fixtures of
+// the source tree, the build directory), so the suite runs from a copied build tree.
 std::string fixture(const std::string& rel) {
   const char* dir = std::getenv("CKPT_TEST_FIXTURES");
   return std::string(dir && *dir ? dir : CKPT_FIXTURES_DIR) + "/" + rel;

@@ -25,7 +25,7 @@ inline std::string shell_quote(const std::string& s) { return "'" + s + "'"; }
 // (the same code the CLI runs) and fails the current test when it reports errors.
 std::unique_ptr<LoadedModel> load_model_checked(const std::string& path);
 
-// ../shared/fixtures/<rel> (read-only: copy before damaging).
+// tests/fixtures/<rel> (read-only: copy before damaging).
 std::string fixture(const std::string& rel);
 
 // A fresh directory under the system temp dir, removed when the object dies.

@@ -5,7 +5,10 @@
 # is importable). Prints everything; OUT (if set) receives the logs.
 set -uo pipefail
 cd "$(dirname "$0")"
-export CKPT_TEST_FIXTURES=$PWD/fixtures CKPT_TEST_BIN_DIR=$PWD
+# The bundle sits in the repository root (gpu-run/), so the tree's fixtures are one up.
+export CKPT_TEST_FIXTURES=${CKPT_TEST_FIXTURES:-$(cd .. && pwd)/tests/fixtures} CKPT_TEST_BIN_DIR=$PWD
+[ -f "$CKPT_TEST_FIXTURES/SHA256SUMS" ] || { echo "no fixtures at $CKPT_TEST_FIXTURES (set CKPT_TEST_FIXTURES)"; exit 2; }
+FIX=$CKPT_TEST_FIXTURES
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 W=$(mktemp -d)
@@ -15,22 +18,22 @@ echo "== GPU tests (the backend suites on the device)"
 ./ckpt_tests --gtest_filter='Kernels/*:Backends/*' 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|Failure" | head -60
 
 echo "== verify: dsv4-tiny --experts keep"
-./ckpt convert -q fixtures/oracle/dsv4-tiny "$W/keep"
-./ckpt-gpu verify "$W/keep" --reference fixtures/oracle/dsv4-tiny --json "$OUT/verify-keep.json"; echo "exit $?"
+./ckpt convert -q "$FIX"/oracle/dsv4-tiny "$W/keep"
+./ckpt-gpu verify "$W/keep" --reference "$FIX"/oracle/dsv4-tiny --json "$OUT/verify-keep.json"; echo "exit $?"
 echo "== verify: dsv4-tiny --experts int8-shift (GEMM on every expert)"
-./ckpt convert -q fixtures/oracle/dsv4-tiny "$W/i8" --experts int8-shift
-./ckpt-gpu verify "$W/i8" --reference fixtures/oracle/dsv4-tiny --gemm-experts 0 --json "$OUT/verify-int8.json"; echo "exit $?"
+./ckpt convert -q "$FIX"/oracle/dsv4-tiny "$W/i8" --experts int8-shift
+./ckpt-gpu verify "$W/i8" --reference "$FIX"/oracle/dsv4-tiny --gemm-experts 0 --json "$OUT/verify-int8.json"; echo "exit $?"
 echo "== verify: dsv4-tiny --experts bf16"
-./ckpt convert -q fixtures/oracle/dsv4-tiny "$W/bf16" --experts bf16
-./ckpt-gpu verify "$W/bf16" --reference fixtures/oracle/dsv4-tiny --json "$OUT/verify-bf16.json"; echo "exit $?"
+./ckpt convert -q "$FIX"/oracle/dsv4-tiny "$W/bf16" --experts bf16
+./ckpt-gpu verify "$W/bf16" --reference "$FIX"/oracle/dsv4-tiny --json "$OUT/verify-bf16.json"; echo "exit $?"
 if [ -f real_client/check_transformers.py ]; then
   echo "== real client: transformers loads the bf16 conversion (issue 10)"
-  PYTHONUNBUFFERED=1 python3 real_client/check_transformers.py fixtures/oracle/dsv4-tiny "$W/bf16" --device cuda 2>&1 | tee "$OUT/real-client.log" | tail -40
+  PYTHONUNBUFFERED=1 python3 real_client/check_transformers.py "$FIX"/oracle/dsv4-tiny "$W/bf16" --device cuda 2>&1 | tee "$OUT/real-client.log" | tail -40
   echo "exit ${PIPESTATUS[0]}"
 fi
 echo "== verify: repack of qwen3next-tiny.gguf"
-./ckpt repack-experts -q fixtures/ggml/qwen3next-tiny.gguf "$W/pack"
-./ckpt-gpu verify "$W/pack" --reference fixtures/ggml/qwen3next-tiny.gguf --json "$OUT/verify-pack.json"; echo "exit $?"
+./ckpt repack-experts -q "$FIX"/ggml/qwen3next-tiny.gguf "$W/pack"
+./ckpt-gpu verify "$W/pack" --reference "$FIX"/ggml/qwen3next-tiny.gguf --json "$OUT/verify-pack.json"; echo "exit $?"
 echo "== verify: one flipped byte (layers.0.attn.wq_a.weight element 777, high byte)"
 cp -r "$W/keep" "$W/flip"
 python3 - "$W/flip" <<'PY'
@@ -47,7 +50,7 @@ b[off] ^= 0x40
 f.write_bytes(bytes(b))
 print(f"flipped byte {off} of {f.name}")
 PY
-./ckpt-gpu verify "$W/flip" --reference fixtures/oracle/dsv4-tiny; echo "exit $?"
+./ckpt-gpu verify "$W/flip" --reference "$FIX"/oracle/dsv4-tiny; echo "exit $?"
 
 echo "== bench: kernels vs device-to-device copy; INT8 GEMM at M=N=K=4096"
 ./ckpt-gpu bench --bytes 268435456 --iterations 20 | tee "$OUT/bench.jsonl"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of deploy/slurm/convert.sbatch on a real one-node Slurm cluster.
 #
-# Usage: slurm_test.sh CKPT SOURCE_DIR FIXTURES_DIR
+# Usage: slurm_test.sh CKPT SOURCE_DIR [FIXTURES_DIR]   (default SOURCE_DIR/tests/fixtures)
 # Needs root and Debian's slurmctld, slurmd and munge (`make deps-slurm`); skips with
 # exit code 77 (CTest SKIP_RETURN_CODE) otherwise. Starts munged, slurmctld and slurmd
 # on localhost (private socket, ports and spool under a temp dir; no slurmdbd), then:
@@ -16,7 +16,7 @@ set -uo pipefail
 
 CKPT=$(readlink -f "$1")
 SOURCE=$(readlink -f "$2")
-FIXTURES=$(readlink -f "$3")
+FIXTURES=$(readlink -f "${3:-$SOURCE/tests/fixtures}")
 IN=$FIXTURES/oracle/dsv4-tiny
 SBATCH_SCRIPT=$SOURCE/deploy/slurm/convert.sbatch
 N=3

@@ -4,7 +4,7 @@
     python3 tests/fuzz/make_corpus.py [BUILD_DIR]
 
 Sources, all small (<= 64 KiB a file):
-  * the read-only fixtures in ../shared/fixtures (small files whole; large safetensors and
+  * the read-only fixtures in tests/fixtures (small files whole; large safetensors and
     GGUF files cut to their header, which the readers then report as truncated);
   * the corruption tables of tests/formats/{safetensors,gguf}_test.cpp, written by the test
     suite itself when CKPT_FUZZ_SEED_DIR is set (needs BUILD_DIR/ckpt_tests);
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = (ROOT / ".." / "shared" / "fixtures").resolve()
+FIXTURES = ROOT / "tests" / "fixtures"
 CORPUS = ROOT / "tests" / "fuzz" / "corpus"
 MAX_SEED = 64 * 1024
 TARGETS = ["safetensors_header", "index_json", "config_dsv4", "gguf_header", "ggml_dequant", "expert_pack_manifest"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs ckpt on fixtures and checks every --json output against schemas/*.schema.json.
 
-Usage: check_schemas.py CKPT SOURCE_DIR FIXTURES_DIR. Exit 0 when every document validates."""
+Usage: check_schemas.py CKPT SOURCE_DIR [FIXTURES_DIR] (default SOURCE_DIR/tests/fixtures). Exit 0 when every document validates."""
 import json
 import pathlib
 import subprocess
@@ -11,7 +11,8 @@ import jsonschema
 
 
 def main() -> int:
-    ckpt, source, fixtures = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+    ckpt, source = sys.argv[1], pathlib.Path(sys.argv[2])
+    fixtures = pathlib.Path(sys.argv[3]) if len(sys.argv) > 3 else source / "tests" / "fixtures"
     schemas = {p.name: json.loads(p.read_text()) for p in (source / "schemas").glob("*.schema.json")}
     # Our $id values are names, not URLs; older jsonschema resolves local "#/$defs" refs
     # against $id and fails, so validate with the $id removed.
