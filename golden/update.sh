@@ -11,9 +11,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 while IFS=$'\t' read -r name cmd fixture; do
   [[ -z "$name" || "$name" == \#* ]] && continue
-  # $cmd is a subcommand plus options: word splitting is intended.
+  # $cmd is a subcommand plus options: word splitting is intended. Run from the fixtures
+  # directory with the fixture's relative path: an expert pack's manifest.json records its
+  # source path, and the manifest must not depend on where the checkout lives.
   # shellcheck disable=SC2086
-  "$CKPT" $cmd "$FIXTURES/$fixture" "$tmp/$name" >/dev/null
+  (cd "$FIXTURES" && "$CKPT" $cmd "$fixture" "$tmp/$name" >/dev/null)
   "$CKPT" hash -q --algo both "$tmp/$name" -o "$ROOT/golden/$name.json"
   echo "golden/$name.json"
 done < "$ROOT/golden/cases.tsv"

@@ -34,9 +34,21 @@ class EmulatedBackend final : public DecodeBackend {
     if (!backend_args::fp8_ok(w.size(), row_begin, g, kind, scale.size(), out.size()))
       return fail(error, "fp8_to_bf16: bad arguments");
     const uint64_t scols = fp8_scale_cols(g);
+    auto scale_index = [&](uint64_t i) {
+      return ((row_begin + i / g.cols) / g.block_rows) * scols + (i % g.cols) / g.block_cols;
+    };
+    if (g.cols % 8 == 0 && g.block_cols % 8 == 0) {  // the kernels' 8-code groups
+      for (uint64_t i = 0; i < w.size(); i += 8) {
+        const uint64_t s = scale_index(i);
+        const Bf16x8 bf = kind == Fp8ScaleKind::e8m0
+                              ? fp8_group8_to_bf16(ld32(&w[i]), ld32(&w[i + 4]), scale[s])
+                              : fp8_group8_to_bf16(ld32(&w[i]), ld32(&w[i + 4]), bits_to_float(ld32(scale.data() + 4 * s)));
+        for (int j = 0; j < 8; ++j) out[i + j] = static_cast<uint16_t>(bf.w[j / 2] >> (16 * (j % 2)));
+      }
+      return true;
+    }
     for (uint64_t i = 0; i < w.size(); ++i) {
-      const uint64_t row = row_begin + i / g.cols, col = i % g.cols;
-      const uint64_t s = (row / g.block_rows) * scols + col / g.block_cols;
+      const uint64_t s = scale_index(i);
       if (kind == Fp8ScaleKind::e8m0) {
         out[i] = fp8_e8m0_to_bf16(w[i], scale[s]);
       } else {

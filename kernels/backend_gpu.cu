@@ -28,58 +28,53 @@ __global__ void k_fp8_e8m0(const uint8_t* w, uint64_t n, uint64_t cols, uint64_t
   }
 }
 
-// Four FP8 codes (one little-endian word) sharing scale entry s -> four BF16, two per word.
-template <bool kE8m0>
-__device__ inline uint2 fp8_word_to_bf16(uint32_t word, const void* scale, uint32_t s) {
-  uint32_t o[2];
+// The FP8 block dequant at copy speed: every thread handles kFp8Groups 8-code groups per
+// round, a warp's groups contiguous (each load instruction reads 256 bytes, each store
+// writes 512), the grid sized to the SMs and striding over the tensor. An 8-group never
+// crosses a row or a scale block (the launcher requires cols and the block width to be
+// multiples of 8), so its scale is read once; indices are 32-bit with FastDiv divisions.
+// The arithmetic is decode.h's fp8_group8_to_bf16: a few instructions per code where the
+// element functions take ~25, which bound the old kernels at half of copy speed.
+constexpr uint32_t kFp8Groups = 4;
+constexpr uint32_t kBlocksPerSm = 8;  // 256-thread blocks resident per SM (2048 threads)
+
+// A grid-stride grid of ceil(n / kThreads) blocks, at most 65535 * 8.
+unsigned grid_for(uint64_t n) { return static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>((n + kThreads - 1) / kThreads, 65535u * 8))); }
+
+// A grid of at most `sms` x kBlocksPerSm blocks (all resident at once) for `threads` threads.
+unsigned resident_grid(uint64_t threads, unsigned sms) {
+  const uint64_t blocks = (threads + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>(blocks, uint64_t{sms} * kBlocksPerSm)));
+}
+
+struct Fp8Index {
+  FastDiv cols8, block_rows, block_cols8;
+  uint32_t row_begin, scols;
+  __device__ uint32_t scale_of(uint32_t group) const {
+    const uint32_t row = cols8.div(group), c8 = group - row * cols8.d;
+    return block_rows.div(row_begin + row) * scols + block_cols8.div(c8);
+  }
+};
+
+template <class Scale>
+__global__ void __launch_bounds__(kThreads) k_fp8_x8(const uint2* w, uint32_t groups, Fp8Index ix,
+                                                     const Scale* scale, uint4* out) {
+  const uint32_t lane = threadIdx.x % 32, stride = gridDim.x * blockDim.x * kFp8Groups;
+  for (uint32_t base = (blockIdx.x * blockDim.x + threadIdx.x - lane) * kFp8Groups; base < groups; base += stride) {
+    uint2 codes[kFp8Groups];
+    Scale sc[kFp8Groups];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t c0 = (word >> (16 * h)) & 0xFF, c1 = (word >> (16 * h + 8)) & 0xFF;
-    if constexpr (kE8m0) {
-      const uint8_t e = static_cast<const uint8_t*>(scale)[s];
-      o[h] = fp8_e8m0_to_bf16(c0, e) | (uint32_t(fp8_e8m0_to_bf16(c1, e)) << 16);
-    } else {
-      const float f = static_cast<const float*>(scale)[s];
-      o[h] = fp8_f32_to_bf16(c0, f) | (uint32_t(fp8_f32_to_bf16(c1, f)) << 16);
+    for (uint32_t j = 0; j < kFp8Groups; ++j) {  // every load issued before the first use
+      const uint32_t g = base + 32 * j + lane;
+      codes[j] = g < groups ? w[g] : make_uint2(0, 0);
+      sc[j] = g < groups ? scale[ix.scale_of(g)] : Scale{};
     }
-  }
-  return make_uint2(o[0], o[1]);
-}
-
-// Sixteen elements per thread (one 16-byte load, two 16-byte stores: enough bytes in flight
-// to run at copy speed) when cols and the block width are multiples of 16, so a 16-group
-// never crosses a row or a scale block and its scale is read once. Rows run along the
-// grid's y; 32-bit index arithmetic (the launcher checks the sizes fit).
-template <bool kE8m0>
-__global__ void k_fp8_x16(const uint4* w, uint32_t rows, uint32_t cols16, uint32_t row_begin, uint32_t br,
-                          uint32_t bc16, const void* scale, uint32_t scols, uint4* out) {
-  for (uint32_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const uint32_t srow = ((row_begin + r) / br) * scols;
-    for (uint32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols16; c += gridDim.x * blockDim.x) {
-      const uint32_t i = r * cols16 + c, s = srow + c / bc16;
-      const uint4 in = w[i];
-      const uint2 a = fp8_word_to_bf16<kE8m0>(in.x, scale, s), b = fp8_word_to_bf16<kE8m0>(in.y, scale, s);
-      const uint2 c2 = fp8_word_to_bf16<kE8m0>(in.z, scale, s), d = fp8_word_to_bf16<kE8m0>(in.w, scale, s);
-      out[2 * i] = make_uint4(a.x, a.y, b.x, b.y);
-      out[2 * i + 1] = make_uint4(c2.x, c2.y, d.x, d.y);
-    }
-  }
-}
-
-// Eight elements per thread (one 8-byte load, one 16-byte store) when cols and the block
-// width are multiples of 8: an 8-group never crosses a row or a scale block, so its scale
-// is read once. Rows run along the grid's y (no index division per element); 32-bit
-// arithmetic (the launcher checks the sizes fit).
-template <bool kE8m0>
-__global__ void k_fp8_x8(const uint2* w, uint32_t rows, uint32_t cols8, uint32_t row_begin, uint32_t br, uint32_t bc8,
-                         const void* scale, uint32_t scols, uint4* out) {
-  for (uint32_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const uint32_t srow = ((row_begin + r) / br) * scols;
-    for (uint32_t c8 = blockIdx.x * blockDim.x + threadIdx.x; c8 < cols8; c8 += gridDim.x * blockDim.x) {
-      const uint32_t i = r * cols8 + c8, s = srow + c8 / bc8;
-      const uint2 c = w[i];
-      const uint2 a = fp8_word_to_bf16<kE8m0>(c.x, scale, s), b = fp8_word_to_bf16<kE8m0>(c.y, scale, s);
-      out[i] = make_uint4(a.x, a.y, b.x, b.y);
+#pragma unroll
+    for (uint32_t j = 0; j < kFp8Groups; ++j) {
+      const uint32_t g = base + 32 * j + lane;
+      if (g >= groups) break;
+      const Bf16x8 bf = fp8_group8_to_bf16(codes[j].x, codes[j].y, sc[j]);
+      out[g] = make_uint4(bf.w[0], bf.w[1], bf.w[2], bf.w[3]);
     }
   }
 }
@@ -342,59 +337,125 @@ __global__ void k_ggml_t(const uint8_t* blocks, uint32_t units, GgmlTables table
   }
 }
 
-// Launches the specialized kernel for a block type; false for plain and unknown types.
-bool launch_ggml_blocks(int32_t type, const uint8_t* blocks, uint64_t units, const GgmlTables& t, float* out,
-                        unsigned grid) {
-  if (units >= (uint64_t{1} << 32)) return false;
+// A tile of whole blocks staged through registers into shared memory with coalesced 16-byte
+// loads, the next tile's loads in flight while this one decodes. The tile's first byte is
+// 16-aligned. Precondition: the input buffer is 16-aligned and readable up to its size
+// rounded up to 16 bytes (ggml_to_f32 allocates it so).
+template <uint32_t kTileBytes>
+struct Staged {
+  static constexpr uint32_t kChunks = (kTileBytes + 15) / 16, kRounds = (kChunks + kThreads - 1) / kThreads;
+  uint4 reg[kRounds];
+  // Loads the 16-byte chunks [first_chunk, first_chunk + chunks) of `in` into registers.
+  __device__ void load(const uint4* in, uint32_t first_chunk, uint32_t chunks) {
+#pragma unroll
+    for (uint32_t r = 0; r < kRounds; ++r) {
+      const uint32_t c = threadIdx.x + r * kThreads;
+      reg[r] = c < chunks ? in[first_chunk + c] : make_uint4(0, 0, 0, 0);
+    }
+  }
+  __device__ void store(uint4* tile) const {
+#pragma unroll
+    for (uint32_t r = 0; r < kRounds; ++r) {
+      const uint32_t c = threadIdx.x + r * kThreads;
+      if (c < kChunks) tile[c] = reg[r];
+    }
+  }
+};
+
+// Q6_K (210 bytes, 2-aligned): 32 blocks per tile, one warp per block at a time. Lane L
+// decodes elements 4L..4L+3 of each half, so each 16-byte store of a warp writes 512
+// contiguous bytes; its ql and qh bytes are one word each (read at the block's 2-byte
+// offset with a funnel shift), decoded four at a time by q6k_values4.
+constexpr uint32_t kQ6Blocks = 32, kQ6Bytes = kQ6Blocks * 210;  // 6720 = 420 chunks
+
+__device__ inline uint32_t word_at(const uint32_t* words, uint32_t byte) {
+  return funnel_shift_r(words[byte / 4], words[byte / 4 + 1], 8 * (byte % 4));
+}
+
+__global__ void __launch_bounds__(kThreads) k_q6_k(const uint4* blocks, uint32_t nblocks, float4* out) {
+  __shared__ uint4 tile[kQ6Bytes / 16];  // word_at's second word stays inside the block
+  const auto* words = reinterpret_cast<const uint32_t*>(tile);
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, quarter = lane / 8, l0 = (lane % 8) * 4;
+  const uint32_t tiles = (nblocks + kQ6Blocks - 1) / kQ6Blocks;
+  auto chunks_of = [&](uint32_t t) { return (min(kQ6Blocks, nblocks - t * kQ6Blocks) * 210 + 15) / 16; };
+  Staged<kQ6Bytes> next;
+  if (blockIdx.x < tiles) next.load(blocks, blockIdx.x * (kQ6Bytes / 16), chunks_of(blockIdx.x));
+  for (uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    __syncthreads();
+    next.store(tile);
+    __syncthreads();
+    const uint32_t t2 = t + gridDim.x;
+    if (t2 < tiles) next.load(blocks, t2 * (kQ6Bytes / 16), chunks_of(t2));
+    const uint32_t nb = min(kQ6Blocks, nblocks - t * kQ6Blocks);
+    for (uint32_t k = warp; k < nb; k += kThreads / 32) {
+      const uint32_t b = k * 210, dword = words[(b + 208) / 4] >> (8 * ((b + 208) % 4));
+      const float d = f16_to_f32(static_cast<uint16_t>(dword));
+#pragma unroll
+      for (uint32_t half = 0; half < 2; ++half) {
+        const uint32_t ql = word_at(words, b + 64 * half + 32 * (quarter & 1) + l0);
+        const uint32_t qh = word_at(words, b + 128 + 32 * half + l0);
+        const uint32_t sc_at = b + 192 + 8 * half + l0 / 16 + 2 * quarter;
+        const int8_t sc = static_cast<int8_t>(words[sc_at / 4] >> (8 * (sc_at % 4)));
+        float y[4];
+        q6k_values4(ql, qh, quarter, mul_rn(d, static_cast<float>(sc)), y);
+        out[(t * kQ6Blocks + k) * 64 + half * 32 + lane] = make_float4(y[0], y[1], y[2], y[3]);
+      }
+    }
+  }
+}
+
+// Launches the block kernel of `type`; false for plain and unknown types and sizes past
+// the 32-bit indices. (Staging through shared memory as k_q6_k does made the other types
+// slower on an H200: they stay on k_ggml_t; docs/notes/h-kernels.md has the numbers.)
+bool launch_ggml_blocks(int32_t type, const uint8_t* blocks, uint64_t nblocks, const GgmlTables& t, float* out,
+                        unsigned sms) {
+  const GgmlBlockShape shape = ggml_gpu_block(type);
+  const uint64_t units = nblocks * (shape.elems / 8);
+  if (units >= (uint64_t{1} << 31)) return false;
   auto* o = reinterpret_cast<float4*>(out);
   const uint32_t u = static_cast<uint32_t>(units);
+  const unsigned grid = grid_for(units);
   switch (type) {
     case kQ4_0: k_ggml_t<kQ4_0><<<grid, kThreads>>>(blocks, u, t, o); return true;
     case kQ8_0: k_ggml_t<kQ8_0><<<grid, kThreads>>>(blocks, u, t, o); return true;
     case kIQ4_NL: k_ggml_t<kIQ4_NL><<<grid, kThreads>>>(blocks, u, t, o); return true;
     case kMXFP4: k_ggml_t<kMXFP4><<<grid, kThreads>>>(blocks, u, t, o); return true;
     case kQ4_K: k_ggml_t<kQ4_K><<<grid, kThreads>>>(blocks, u, t, o); return true;
-    case kQ6_K: k_ggml_t<kQ6_K><<<grid, kThreads>>>(blocks, u, t, o); return true;
     case kIQ3_XXS: k_ggml_t<kIQ3_XXS><<<grid, kThreads>>>(blocks, u, t, o); return true;
     case kIQ3_S: k_ggml_t<kIQ3_S><<<grid, kThreads>>>(blocks, u, t, o); return true;
     case kIQ2_S: k_ggml_t<kIQ2_S><<<grid, kThreads>>>(blocks, u, t, o); return true;
+    case kQ6_K:
+      if (reinterpret_cast<uintptr_t>(blocks) % 16 != 0) return false;
+      k_q6_k<<<resident_grid(uint64_t{(static_cast<uint32_t>(nblocks) + kQ6Blocks - 1) / kQ6Blocks} * kThreads, sms),
+               kThreads>>>(reinterpret_cast<const uint4*>(blocks), static_cast<uint32_t>(nblocks), o);
+      return true;
     default: return false;
   }
 }
 
 // ---- host side -----------------------------------------------------------------------
 
-unsigned grid_for(uint64_t n) { return static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>((n + kThreads - 1) / kThreads, 65535u * 8))); }
 
 constexpr uint64_t k4G = uint64_t{1} << 32;
 
 // The launch paths, shared by the backend and the benchmarks so both time the same code.
 void launch_fp8(const uint8_t* w, uint64_t n, const Fp8Grid& g, uint64_t row_begin, Fp8ScaleKind kind,
-                const void* scale, uint64_t scols, uint16_t* out) {
-  const bool fits = n / 8 < k4G && g.rows < k4G && g.block_rows < k4G && scols * fp8_scale_rows(g) < k4G;
-  const uint32_t rows = static_cast<uint32_t>(n / g.cols), rb = static_cast<uint32_t>(row_begin);
-  const uint32_t br = static_cast<uint32_t>(g.block_rows), sc = static_cast<uint32_t>(scols);
-  auto grid2d = [&](uint64_t per_row) {
-    return dim3(static_cast<unsigned>(std::min<uint64_t>((per_row + kThreads - 1) / kThreads, 1024)),
-                static_cast<unsigned>(std::min<uint64_t>(rows, 65535)));
-  };
-  if (fits && g.cols % 16 == 0 && g.block_cols % 16 == 0) {
-    const uint32_t cols16 = static_cast<uint32_t>(g.cols / 16), bc16 = static_cast<uint32_t>(g.block_cols / 16);
-    auto* w16 = reinterpret_cast<const uint4*>(w);
-    auto* o16 = reinterpret_cast<uint4*>(out);
-    if (kind == Fp8ScaleKind::e8m0) {
-      k_fp8_x16<true><<<grid2d(cols16), kThreads>>>(w16, rows, cols16, rb, br, bc16, scale, sc, o16);
-    } else {
-      k_fp8_x16<false><<<grid2d(cols16), kThreads>>>(w16, rows, cols16, rb, br, bc16, scale, sc, o16);
-    }
-  } else if (fits && g.cols % 8 == 0 && g.block_cols % 8 == 0) {
-    const uint32_t cols8 = static_cast<uint32_t>(g.cols / 8), bc8 = static_cast<uint32_t>(g.block_cols / 8);
+                const void* scale, uint64_t scols, uint16_t* out, unsigned sms) {
+  constexpr uint64_t k2G = uint64_t{1} << 31;  // FastDiv's range
+  const bool fits = n / 8 < k2G && g.rows < k2G && g.block_rows < k2G && g.cols < k2G &&
+                    scols * fp8_scale_rows(g) < k4G;
+  if (fits && g.cols % 8 == 0 && g.block_cols % 8 == 0) {
+    const uint32_t groups = static_cast<uint32_t>(n / 8);
+    const Fp8Index ix{FastDiv(static_cast<uint32_t>(g.cols / 8)), FastDiv(static_cast<uint32_t>(g.block_rows)),
+                      FastDiv(static_cast<uint32_t>(g.block_cols / 8)), static_cast<uint32_t>(row_begin),
+                      static_cast<uint32_t>(scols)};
+    const unsigned grid = resident_grid((uint64_t{groups} + kFp8Groups - 1) / kFp8Groups, sms);
     auto* w8 = reinterpret_cast<const uint2*>(w);
     auto* o8 = reinterpret_cast<uint4*>(out);
     if (kind == Fp8ScaleKind::e8m0) {
-      k_fp8_x8<true><<<grid2d(cols8), kThreads>>>(w8, rows, cols8, rb, br, bc8, scale, sc, o8);
+      k_fp8_x8<<<grid, kThreads>>>(w8, groups, ix, static_cast<const uint8_t*>(scale), o8);
     } else {
-      k_fp8_x8<false><<<grid2d(cols8), kThreads>>>(w8, rows, cols8, rb, br, bc8, scale, sc, o8);
+      k_fp8_x8<<<grid, kThreads>>>(w8, groups, ix, static_cast<const float*>(scale), o8);
     }
   } else if (kind == Fp8ScaleKind::e8m0) {
     k_fp8_e8m0<<<grid_for(n), kThreads>>>(w, n, g.cols, row_begin, g.block_rows, g.block_cols,
@@ -423,11 +484,11 @@ void launch_quantize(const float* x, uint64_t m, uint64_t k, int8_t* a, float* a
   }
 }
 
-void launch_ggml(int32_t type, const uint8_t* blocks, uint64_t nblocks, const GgmlTables& t, float* out) {
+void launch_ggml(int32_t type, const uint8_t* blocks, uint64_t nblocks, const GgmlTables& t, float* out, unsigned sms) {
   const GgmlBlockShape shape = ggml_gpu_block(type);
   const uint32_t unit = ggml_gpu_unit(type), per_block = shape.elems / unit;
+  if (unit == 8 && launch_ggml_blocks(type, blocks, nblocks, t, out, sms)) return;
   const uint64_t units = nblocks * per_block;
-  if (unit == 8 && launch_ggml_blocks(type, blocks, units, t, out, grid_for(units))) return;
   k_ggml<<<grid_for(units), kThreads>>>(type, blocks, units, unit, per_block, shape.bytes, t, out);
 }
 
@@ -477,6 +538,7 @@ class GpuBackend final : public DecodeBackend {
     gpuDeviceProp prop;
     if (!check(gpuGetDeviceProperties(&prop, ordinal), "cannot query the device", error)) return false;
     major_ = prop.major;
+    sms_ = static_cast<unsigned>(std::max(1, prop.multiProcessorCount));
     name_ = std::string(CKPT_GPU_BACKEND) + ": " + prop.name + " (cc " + std::to_string(prop.major) + "." +
             std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs)";
     return upload_tables(error);
@@ -493,7 +555,7 @@ class GpuBackend final : public DecodeBackend {
     auto* dout = static_cast<uint16_t*>(out_.get(out.size_bytes(), error));
     if (!dw || !ds || !dout) return false;
     if (!upload(dw, w.data(), w.size(), error) || !upload(ds, scale.data(), scale.size(), error)) return false;
-    launch_fp8(dw, w.size(), g, row_begin, kind, ds, scols, dout);
+    launch_fp8(dw, w.size(), g, row_begin, kind, ds, scols, dout, sms_);
     return finish(dout, out.data(), out.size_bytes(), "fp8 dequant kernel", error);
   }
 
@@ -599,15 +661,17 @@ class GpuBackend final : public DecodeBackend {
     if (blocks.size() % shape.bytes || out.size() != blocks.size() / shape.bytes * shape.elems)
       return bad(error, "ggml_to_f32");
     if (blocks.empty()) return true;
-    auto* db = static_cast<uint8_t*>(in_.get(blocks.size(), error));
+    // Rounded up to 16 bytes: the block kernels read whole 16-byte chunks.
+    auto* db = static_cast<uint8_t*>(in_.get((blocks.size() + 15) / 16 * 16, error));
     auto* dout = static_cast<float*>(out_.get(out.size_bytes(), error));
     if (!db || !dout) return false;
     if (!upload(db, blocks.data(), blocks.size(), error)) return false;
-    launch_ggml(type, db, blocks.size() / shape.bytes, tables_, dout);
+    launch_ggml(type, db, blocks.size() / shape.bytes, tables_, dout, sms_);
     return finish(dout, out.data(), out.size_bytes(), "ggml dequant kernel", error);
   }
 
   const GgmlTables& tables() const { return tables_; }
+  unsigned sms() const { return sms_; }
 
  private:
   static uint64_t align(uint64_t x) { return (x + 255) / 256 * 256; }
@@ -648,6 +712,7 @@ class GpuBackend final : public DecodeBackend {
 
   std::string name_;
   int major_ = 0;
+  unsigned sms_ = 1;
 
  public:
   int gemm_min_blocks_ = 1;  // occupancy the tensor-core GEMM is compiled for (bench compares 1 and 2)
@@ -760,11 +825,11 @@ bool run_gpu_benchmarks(int device, const GpuBenchOptions& o, std::string& repor
   const uint64_t srows = (rows + 127) / 128, scols = cols / 128;
   const Fp8Grid fg{rows, cols, 128, 128};
   float ms = time_ms(o.iterations, [&] {
-    launch_fp8(in, n, fg, 0, Fp8ScaleKind::e8m0, aux, scols, reinterpret_cast<uint16_t*>(out));
+    launch_fp8(in, n, fg, 0, Fp8ScaleKind::e8m0, aux, scols, reinterpret_cast<uint16_t*>(out), be.sms());
   });
   report += line("fp8_e8m0_to_bf16", n + srows * scols, 2 * n, ms, copy_gbps);
   ms = time_ms(o.iterations, [&] {
-    launch_fp8(in, n, fg, 0, Fp8ScaleKind::f32, aux, scols, reinterpret_cast<uint16_t*>(out));
+    launch_fp8(in, n, fg, 0, Fp8ScaleKind::f32, aux, scols, reinterpret_cast<uint16_t*>(out), be.sms());
   });
   report += line("fp8_f32_to_bf16", n + 4 * srows * scols, 2 * n, ms, copy_gbps);
   ms = time_ms(o.iterations, [&] {
@@ -792,7 +857,7 @@ bool run_gpu_benchmarks(int device, const GpuBenchOptions& o, std::string& repor
                        int32_t(kIQ3_XXS), int32_t(kIQ3_S), int32_t(kIQ2_S)}) {
     const GgmlBlockShape s = ggml_gpu_block(type);
     const uint64_t blocks = std::min<uint64_t>(in_bytes / s.bytes, in_bytes * 2 / s.elems);  // out <= 8 x in
-    ms = time_ms(o.iterations, [&] { launch_ggml(type, in, blocks, be.tables(), reinterpret_cast<float*>(out)); });
+    ms = time_ms(o.iterations, [&] { launch_ggml(type, in, blocks, be.tables(), reinterpret_cast<float*>(out), be.sms()); });
     const char* names[] = {"Q8_0", "Q4_K", "Q6_K", "IQ4_NL", "MXFP4", "IQ3_XXS", "IQ3_S", "IQ2_S"};
     const int32_t ids[] = {kQ8_0, kQ4_K, kQ6_K, kIQ4_NL, kMXFP4, kIQ3_XXS, kIQ3_S, kIQ2_S};
     const char* name = "?";

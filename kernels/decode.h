@@ -86,6 +86,97 @@ CKPT_HD uint16_t fp8_f32_to_bf16(uint8_t code, float scale) {
   return f32_to_bf16_rne(mul_rn(e4m3_to_f32(code), scale));
 }
 
+// ---- FP8 groups of eight codes sharing one scale (the FP8 kernels' unit) -----------------
+//
+// The element functions above cost ~25 integer instructions per code, which bounds the
+// kernels below copy speed. A group whose codes are not NaN and whose scale is an ordinary
+// number takes this path instead, bit-identical to them:
+//   v = (mag * 2^120) * m, then RNE to BF16, then the code's sign bit XORed in,
+// where mag is the code's 7 magnitude bits placed at bit 20 of a binary32 (exponent field
+// = e, mantissa = m: the E4M3 value times 2^-120, a denormal for e = 0 subnormal codes, so
+// mag * 2^120 is the exact E4M3 value) and m the scale as a binary32 (2^(s-127) for E8M0,
+// exact down to 2^-127). E8M0: the product is exact (>= 2^-136, 4 significant bits), so one
+// RNE to BF16 is the spec's result. F32: (|x| * m) rounds like x * m with the sign taken out,
+// RNE being symmetric; a zero code gives the IEEE zero sign (code sign XOR scale sign).
+
+// Byte i (0..3) of a little-endian word of codes: its magnitude bits at bit 20.
+CKPT_HD float fp8_magnitude_x2m120(uint32_t codes, int i) {
+  const uint32_t at20 = i < 3 ? codes << (20 - 8 * i) : codes >> 4;
+  return bits_to_float(at20 & 0x07F00000u);
+}
+
+// Two binary32 -> a BF16 pair (lo in the low half), each rounded to nearest even. Not for
+// NaN inputs (the callers route NaN to the element functions).
+CKPT_HD uint32_t bf16x2_rne(float lo, float hi) {
+#if CKPT_HAS_CVT_BF16X2
+  return cvt_rn_bf16x2(lo, hi);
+#else
+  return static_cast<uint32_t>(f32_to_bf16_rne(lo)) | (static_cast<uint32_t>(f32_to_bf16_rne(hi)) << 16);
+#endif
+}
+
+// Four codes (one little-endian word) times the finite multiplier m -> four BF16 as two
+// words, the first code in the low half of out[0]. No code may be NaN.
+CKPT_HD void fp8x4_times(uint32_t codes, float m, uint32_t* out) {
+  float v[4];
+  for (int i = 0; i < 4; ++i) v[i] = mul_rn(mul_rn(fp8_magnitude_x2m120(codes, i), 0x1p120f), m);
+  const uint32_t signs01 = ((codes << 8) & 0x00008000u) | ((codes << 16) & 0x80000000u);
+  const uint32_t signs23 = ((codes >> 8) & 0x00008000u) | (codes & 0x80000000u);
+  out[0] = bf16x2_rne(v[0], v[1]) ^ signs01;
+  out[1] = bf16x2_rne(v[2], v[3]) ^ signs23;
+}
+
+// True when a byte of either word is an E4M3 NaN code (0x7F or 0xFF).
+CKPT_HD bool fp8_words_have_nan(uint32_t lo, uint32_t hi) {
+  const uint32_t a = (lo & 0x7F7F7F7Fu) + 0x01010101u, b = (hi & 0x7F7F7F7Fu) + 0x01010101u;
+  return ((a | b) & 0x80808080u) != 0;
+}
+
+// The group multiplier, or false for a scale that takes the element path: E8M0 0xFF (NaN)
+// and F32 infinities and NaNs.
+CKPT_HD bool fp8_group_multiplier(uint8_t e8m0, float& m) {
+  if (e8m0 == 0xFF) return false;
+  m = exp2i(static_cast<int>(e8m0) - 127);
+  return true;
+}
+CKPT_HD bool fp8_group_multiplier(float f32, float& m) {
+  if ((float_to_bits(f32) & 0x7F800000u) == 0x7F800000u) return false;
+  m = f32;
+  return true;
+}
+
+CKPT_HD uint16_t fp8_code_to_bf16(uint8_t code, uint8_t e8m0) { return fp8_e8m0_to_bf16(code, e8m0); }
+CKPT_HD uint16_t fp8_code_to_bf16(uint8_t code, float f32) { return fp8_f32_to_bf16(code, f32); }
+
+// Eight BF16 as four words, the first element in the low half of w[0]. Returned by value
+// (never through a pointer) so the hot path keeps it in registers.
+struct Bf16x8 {
+  uint32_t w[4];
+};
+
+// The rare groups: element by element (kept out of line so the hot loop stays small).
+template <class Scale>
+CKPT_HD_NOINLINE Bf16x8 fp8_group8_elementwise(uint32_t lo, uint32_t hi, Scale scale) {
+  Bf16x8 r{};
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t code = static_cast<uint8_t>((i < 4 ? lo : hi) >> (8 * (i % 4)));
+    r.w[i / 2] |= static_cast<uint32_t>(fp8_code_to_bf16(code, scale)) << (16 * (i % 2));
+  }
+  return r;
+}
+
+// Eight FP8 codes (words lo, hi) sharing `scale` (uint8_t E8M0 or float F32) -> eight BF16,
+// identical to the element functions for every code and scale.
+template <class Scale>
+CKPT_HD Bf16x8 fp8_group8_to_bf16(uint32_t lo, uint32_t hi, Scale scale) {
+  float m = 0;
+  if (!fp8_group_multiplier(scale, m) || fp8_words_have_nan(lo, hi)) return fp8_group8_elementwise(lo, hi, scale);
+  Bf16x8 r;
+  fp8x4_times(lo, m, r.w);
+  fp8x4_times(hi, m, r.w + 2);
+  return r;
+}
+
 // Doubled signed E2M1 values (code 8, -0, is 0): kE2m1LutX2 of numerics/int8_shift.h.
 CKPT_HD int e2m1_x2(unsigned code) {
   const int mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
@@ -206,6 +297,21 @@ CKPT_HD void q4k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
   }
 }
 
+// Q6_K, four consecutive elements l0..l0+3 (l0 % 4 == 0) of quarter `quarter` of a half:
+// `ql` is the little-endian word of ql bytes [l0, l0+4) of that quarter's ql row (ql + 32
+// for quarters 1 and 3), `qh` the word of qh bytes [l0, l0+4), dsc = d * sc[is + 2*quarter].
+// Four 6-bit values at once in the bytes of one word, each y = dsc * (q - 32), the
+// reference's (d * sc) * q; q - 32 is made exact by the 2^23 trick (no int->float convert).
+CKPT_HD void q6k_values4(uint32_t ql, uint32_t qh, unsigned quarter, float dsc, float* y) {
+  const uint32_t low4 = (ql >> (4 * (quarter >> 1))) & 0x0F0F0F0Fu;
+  const uint32_t high2 = ((qh >> (2 * quarter)) & 0x03030303u) << 4;
+  const uint32_t q = low4 | high2;  // bytes: the 6-bit values, 0..63
+  for (int j = 0; j < 4; ++j) {
+    const float v = bits_to_float(0x4B000000u | ((q >> (8 * j)) & 0xFFu)) - 8388640.0f;  // (2^23 + q) - (2^23 + 32)
+    y[j] = mul_rn(dsc, v);
+  }
+}
+
 // Decodes unit `u` of block `b` (8 elements u*8..u*8+7 for block types, element 0 for
 // plain types) into y. Precondition: ggml_gpu_block(type).elems != 0.
 CKPT_HD void ggml_decode_unit(int32_t type, const uint8_t* b, unsigned u, float* y, const GgmlTables& t) {
@@ -254,20 +360,12 @@ CKPT_HD void ggml_decode_unit(int32_t type, const uint8_t* b, unsigned u, float*
     case kQ6_K: {
       const float d = f16_to_f32(ld16(b + 208));
       const unsigned half = u / 16, r = (u % 16) * 8, quarter = r / 32, l0 = r % 32;
-      const uint8_t* ql = b + 64 * half;
+      const uint8_t* ql = b + 64 * half + 32 * (quarter & 1);
       const uint8_t* qh = b + 128 + 32 * half;
-      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * half);
-      for (int j = 0; j < 8; ++j) {
-        const unsigned l = l0 + j, is = l / 16;
-        int q;
-        switch (quarter) {
-          case 0: q = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4); break;
-          case 1: q = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4); break;
-          case 2: q = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4); break;
-          default: q = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4); break;
-        }
-        y[j] = mul_rn(mul_rn(d, static_cast<float>(sc[is + 2 * quarter])), static_cast<float>(q - 32));
-      }
+      const int8_t sc = static_cast<int8_t>(b[192 + 8 * half + l0 / 16 + 2 * quarter]);
+      const float dsc = mul_rn(d, static_cast<float>(sc));
+      q6k_values4(ld32(ql + l0), ld32(qh + l0), quarter, dsc, y);
+      q6k_values4(ld32(ql + l0 + 4), ld32(qh + l0 + 4), quarter, dsc, y + 4);
       return;
     }
     case kIQ3_XXS: {

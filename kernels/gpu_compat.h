@@ -1,7 +1,8 @@
 // The one portability header between CUDA and HIP (and plain C++ for the host emulation).
 // Kernel sources include only this and decode.h; everything vendor-specific is spelled
 // here once: the runtime API names, the host/device qualifier, and the few intrinsics the
-// kernels use (byte permute, int8 dot product, float->int round-to-nearest-even).
+// kernels use (byte permute, int8 dot product, funnel shift, multiply-high, the paired
+// float->BF16 conversion).
 #pragma once
 
 #include <cstdint>
@@ -80,6 +81,14 @@
 #define CKPT_DEVICE_PASS 0
 #endif
 
+// The paired binary32 -> BF16 conversion instruction (cvt.rn.bf16x2.f32) exists on NVIDIA
+// sm_80 and later; elsewhere decode.h rounds in integer arithmetic.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define CKPT_HAS_CVT_BF16X2 1
+#else
+#define CKPT_HAS_CVT_BF16X2 0
+#endif
+
 // The INT8 tensor-core MMA (mma.sync m16n8k32 s8) exists on NVIDIA sm_80 and later.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define CKPT_HAS_MMA_S8 1
@@ -110,6 +119,51 @@ CKPT_HD int32_t dot4_i8(uint32_t a, uint32_t b, int32_t c) {
   return c;
 #endif
 }
+
+// High 32 bits of the 64-bit product a * b.
+CKPT_HD uint32_t umulhi32(uint32_t a, uint32_t b) {
+#if CKPT_DEVICE_PASS
+  return __umulhi(a, b);
+#else
+  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+#endif
+}
+
+// The low 32 bits of (hi:lo) >> shift, shift in [0, 31]: a word at any byte offset of an
+// array of aligned words (shift = 8 * offset % 4).
+CKPT_HD uint32_t funnel_shift_r(uint32_t lo, uint32_t hi, uint32_t shift) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_r(lo, hi, shift);
+#else
+  return static_cast<uint32_t>(((static_cast<uint64_t>(hi) << 32) | lo) >> shift);
+#endif
+}
+
+// n / d for n < 2^31 and 1 <= d < 2^31 as one multiply-high and a shift (the round-up
+// method of Granlund and Montgomery): the kernels divide element indices by run-time row
+// and block widths without a ~20-instruction integer division per group.
+struct FastDiv {
+  uint32_t d = 1, mul = 0, shift = 0;  // mul == 0: d == 1
+  FastDiv() = default;
+  CKPT_HD explicit FastDiv(uint32_t divisor) : d(divisor) {
+    if (divisor <= 1) return;
+    uint32_t log2_up = 0;
+    while ((uint64_t{1} << log2_up) < divisor) ++log2_up;
+    mul = static_cast<uint32_t>(((uint64_t{1} << (31 + log2_up)) + divisor - 1) / divisor);
+    shift = log2_up - 1;
+  }
+  CKPT_HD uint32_t div(uint32_t n) const { return mul ? umulhi32(n, mul) >> shift : n; }
+};
+
+#if CKPT_HAS_CVT_BF16X2
+// lo and hi each rounded to nearest even to BF16 (subnormals kept, overflow to inf), packed
+// with lo in the low half.
+__device__ inline uint32_t cvt_rn_bf16x2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+#endif
 
 // IEEE binary32 multiply, rounded to nearest even, never fused with a neighbouring add.
 CKPT_HD float mul_rn(float a, float b) {

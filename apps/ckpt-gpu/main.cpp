@@ -1,8 +1,8 @@
 // ckpt-gpu: the bundled GPU runner. `verify` decodes a checkpoint, a converted checkpoint
 // or an expert pack on the device and proves it against the CPU reference; `bench` times
-// the kernels against a device-to-device copy. Exit codes: 0 pass, 1 mismatch or invalid
-// input, 2 usage, 3 I/O error, 4 no usable GPU (use --backend emulate to run the same
-// kernel arithmetic on the host).
+// the kernels against a device-to-device copy. Exit codes: 0 pass, 1 mismatch, invalid
+// input or nothing verifiable (0 checks is never a pass), 2 usage, 3 I/O error, 4 no
+// usable GPU (use --backend emulate to run the same kernel arithmetic on the host).
 #include <unistd.h>
 
 #include <chrono>
@@ -96,7 +96,9 @@ int main(int argc, char** argv) {
   VerifyArgs v;
   auto* verify = app.add_subcommand("verify", "verify a checkpoint, a converted checkpoint or an expert pack");
   verify->add_option("path", v.path, "checkpoint directory, .safetensors, .gguf, or expert pack directory")->required();
-  verify->add_option("--reference", v.reference, "the conversion's input checkpoint, or the pack's source GGUF");
+  verify->add_option("--reference", v.reference,
+                     "the conversion's input checkpoint, or the pack's source GGUF (needed for a BF16 output: "
+                     "without it nothing is verifiable, exit 1)");
   verify->add_option("--device", v.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
   verify->add_option("--backend", v.backend, "gpu (default) or emulate (the kernels' arithmetic on the host)")
       ->check(CLI::IsMember({"gpu", "emulate"}));

@@ -158,12 +158,16 @@ Command add_hash_command(CLI::App& app) {
   auto args = std::make_shared<HashArgs>();
   Command c;
   c.sub = app.add_subcommand("hash", "Hash manifest of a model (per tensor, per file, whole model), or --check one");
-  c.sub->add_option("path", args->path, "Checkpoint directory, .safetensors, .gguf or expert pack directory")->required();
+  c.sub->add_option("path", args->path,
+                    "Checkpoint directory, .safetensors, .gguf or expert pack directory (a directory: every file "
+                    "in it, hidden entries skipped)")
+      ->required();
   c.sub->add_option("--algo", args->algo, "xxh3 (default), sha256 or both")
       ->check(CLI::IsMember({"xxh3", "sha256", "both"}));
   c.sub->add_flag("--dequant", args->dequant, "also hash every tensor's values decoded to little-endian f32");
   c.sub->add_flag("--no-file-hashes", args->no_file_hashes,
-                  "files get name and size only (tensors in parallel; one SHA-256 pass instead of two)");
+                  "shards get name and size only (tensors in parallel; one SHA-256 pass instead of two); "
+                  "config, index, tokenizer and other files are always hashed");
   c.sub->add_option("-o,--output", args->out, "write the manifest to FILE atomically (default stdout)");
   c.sub->add_option("-c,--check", args->check, "check PATH against this manifest (NAME: OK / FAILED lines)");
   c.sub->add_flag("-q,--quiet", args->quiet, "no progress; with --check print only FAILED lines");

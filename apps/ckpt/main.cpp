@@ -288,7 +288,9 @@ int main(int argc, char** argv) {
   validate->add_option("--profile", va.profile, "auto (from config/metadata) or a profile name");
   validate->add_flag("--deep", va.deep, "read every byte: xxh3 per tensor, NaN/Inf, reserved FP8/E8M0 codes");
   validate->add_flag("--sha256", va.sha256, "SHA-256 of every file");
-  validate->add_option("--hub-sha256", va.hub, "check files against a 'name sha256' list (Hub LFS oids)");
+  validate->add_option("--hub-sha256", va.hub,
+                       "check every listed file against a 'name sha256' (Hub LFS oids) or sha256sum list; "
+                       "an empty list or a name listed twice is an error");
   validate->add_option("--reference", va.reference,
                        "the unconverted input: check PATH as its conversion (with --deep: every byte)");
   validate->add_option("--json", va.json, "write the JSON report to FILE, or - for stdout");

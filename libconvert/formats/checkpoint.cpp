@@ -11,6 +11,8 @@
 
 #include <tbb/parallel_for.h>
 
+#include "formats/model_files.h"
+
 namespace ckpt {
 namespace fs = std::filesystem;
 namespace od = simdjson::ondemand;
@@ -178,21 +180,6 @@ void parse_index_text(std::string_view text, CheckpointIndex& index, Findings& f
 
 namespace {
 
-// A shard may be a symlink (Hub cache snapshots link into ../../blobs), but it
-// must not lead outside the checkpoint unless it is a Hub cache blob.
-bool escapes_directory(const fs::path& dir, const fs::path& file) {
-  std::error_code ec;
-  if (!fs::is_symlink(fs::symlink_status(file, ec))) return false;
-  fs::path real_dir = fs::weakly_canonical(dir, ec);
-  fs::path real_file = fs::weakly_canonical(file, ec);
-  if (ec) return true;
-  auto rel = real_file.lexically_relative(real_dir);
-  if (!rel.empty() && *rel.begin() != "..") return false;
-  // Hub cache layout: snapshots/<rev>/<file> -> ../../blobs/<etag>.
-  auto blobs = real_dir.parent_path().parent_path() / "blobs";
-  return real_dir.parent_path().filename() != "snapshots" || real_file.parent_path() != blobs;
-}
-
 struct ShardNumber {
   unsigned index = 0, count = 0;
 };
@@ -301,7 +288,9 @@ std::vector<std::string> select_shards(const fs::path& dir, const std::vector<st
               "the index names shard '" + s + "' but it is not in the directory");
       continue;
     }
-    if (escapes_directory(dir, dir / s)) {
+    // A shard may be a symlink (Hub cache snapshots link into ../../blobs), but it must
+    // not lead outside the checkpoint unless it is a Hub cache blob (model_files.h).
+    if (link_escapes_directory(dir, dir / s)) {
       index_error(f, "IDX_PATH_ESCAPE", "", "shard '" + s + "' is a symlink leading outside the checkpoint");
       continue;
     }

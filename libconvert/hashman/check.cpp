@@ -35,8 +35,10 @@ CheckLine compare_tensor(const ManifestTensor& e, const ManifestTensor* a) {
   return l;
 }
 
+constexpr const char* kUnreadable = "open or read";  // coreutils' word for a listed file that is gone
+
 CheckLine compare_file(const ManifestFile& e, const ManifestFile* a) {
-  if (!a) return {e.name, false, "open or read"};
+  if (!a) return {e.name, false, kUnreadable};
   if (e.size != a->size) return {e.name, false, "size " + std::to_string(e.size) + " -> " + std::to_string(a->size)};
   if (!hashes_equal(e.xxh3, a->xxh3) || !hashes_equal(e.sha256, a->sha256)) return {e.name, false, ""};
   return {e.name, true, ""};
@@ -73,6 +75,8 @@ CheckResult compare_manifests(const HashManifest& expected, const HashManifest& 
       ++r.checked;
       if (!l.ok) ++r.failed;
     }
+  for (const auto& l : r.files)
+    if (!l.ok && l.why == kUnreadable) ++r.unreadable;
   ++r.checked;
   if (!r.model.ok) ++r.failed;
   r.status = r.failed ? CheckStatus::mismatch : CheckStatus::ok;
@@ -116,7 +120,11 @@ std::string check_lines_text(const CheckResult& r, bool quiet) {
 
 std::string check_summary_text(const CheckResult& r) {
   if (r.failed == 0) return "ckpt hash: all " + std::to_string(r.checked) + " checksums OK\n";
-  return "ckpt hash: WARNING: " + std::to_string(r.failed) + " of " + std::to_string(r.checked) +
+  std::string out;
+  if (r.unreadable)
+    out = "ckpt hash: WARNING: " + std::to_string(r.unreadable) + (r.unreadable == 1 ? " listed file" : " listed files") +
+          " could not be read\n";
+  return out + "ckpt hash: WARNING: " + std::to_string(r.failed) + " of " + std::to_string(r.checked) +
          " computed checksums did NOT match\n";
 }
 

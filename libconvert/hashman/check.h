@@ -25,6 +25,7 @@ struct CheckResult {
   std::vector<CheckLine> files, tensors;
   CheckLine model;  // the whole-model hash line
   uint64_t failed = 0, checked = 0;
+  uint64_t unreadable = 0;  // listed files that are gone (or unreadable): FAILED (open or read)
   Findings findings;  // why PATH could not be read (io_error / bad_input)
 };
 
@@ -36,7 +37,8 @@ CheckResult check_hash_manifest(const HashManifest& expected, const std::string&
 
 // "NAME: OK" / "NAME: FAILED" / "NAME: FAILED (why)" lines, files, then tensors, then the model.
 std::string check_lines_text(const CheckResult& r, bool quiet);
-// "ckpt hash: WARNING: 2 of 131 computed checksums did NOT match" (or "all N OK").
+// "ckpt hash: WARNING: 2 of 131 computed checksums did NOT match" (or "all N OK"), after
+// coreutils' "WARNING: 1 listed file could not be read" when a listed file is gone.
 std::string check_summary_text(const CheckResult& r);
 
 }  // namespace ckpt

@@ -14,6 +14,7 @@
 #include "core/checked_math.h"
 #include "core/ggml_types.h"
 #include "formats/json.h"
+#include "formats/model_files.h"
 #include "model/value_codec.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
@@ -339,11 +340,29 @@ std::string model_hash(const std::vector<ManifestTensor>& tensors, Field field, 
   return sha ? s.hex_digest() : xxh3_hex(x.digest());
 }
 
+// Every other file of the model directory (config.json, the index, tokenizer files, a
+// pack's manifest.json, ...) joins the view as a file without tensors: nothing else covers
+// its bytes, so `hash --check` must see it change, go missing or appear.
+void add_side_files(const std::string& dir, ModelView& view, Findings& f) {
+  std::vector<ModelFile> listed;
+  list_model_files(dir, listed, f);
+  const std::set<std::string> have(view.files.begin(), view.files.end());
+  for (const auto& mf : listed) {
+    if (have.count(mf.name)) continue;
+    view.files.push_back(mf.name);
+    view.file_paths.push_back(mf.path);
+  }
+}
+
 }  // namespace
 
 bool open_hash_source(const std::string& path, HashSource& out, Findings& findings) {
   std::error_code ec;
-  if (fs::is_directory(path, ec) && is_expert_pack(path)) return open_pack(path, out, findings);
+  if (fs::is_directory(path, ec) && is_expert_pack(path)) {
+    if (!open_pack(path, out, findings)) return false;
+    add_side_files(path, out.view, findings);
+    return !findings.has_errors();
+  }
   out.model = std::make_unique<LoadedModel>();
   if (!load_model(path, StReadOptions{}, *out.model, findings)) return false;
   out.kind = out.model->format == ModelFormat::gguf ? "gguf" : "safetensors";
@@ -352,6 +371,8 @@ bool open_hash_source(const std::string& path, HashSource& out, Findings& findin
   for (const auto& p : out.view.file_paths) out.view.files.push_back(base_name(p));
   out.view.tensors = out.model->view.tensors;
   out.view.by_name = out.model->view.by_name;
+  if (out.model->format == ModelFormat::safetensors && out.model->checkpoint.is_directory)
+    add_side_files(path, out.view, findings);
   return !findings.has_errors();
 }
 
@@ -390,6 +411,12 @@ bool build_hash_manifest(const HashSource& src, const HashOptions& o, HashManife
   std::vector<std::vector<uint32_t>> tensors_of(view.files.size());
   std::vector<std::string> errors(view.files.size());
   std::vector<std::vector<uint32_t>> overlapping(view.files.size());
+  // A file no tensor lies in (config, index, tokenizer, ...) is hashed even without file
+  // hashes: nothing else covers its bytes.
+  std::vector<bool> holds_tensors(view.files.size(), false);
+  for (const ModelTensor& t : view.tensors) holds_tensors[t.file] = true;
+  const auto tensor_files = static_cast<size_t>(std::count(holds_tensors.begin(), holds_tensors.end(), true));
+  auto hash_whole = [&](size_t f) { return o.file_hashes || !holds_tensors[f]; };
   bool ok = true;
   for (size_t f = 0; f < view.files.size(); ++f) {
     files[f].name = view.files[f];
@@ -423,16 +450,20 @@ bool build_hash_manifest(const HashSource& src, const HashOptions& o, HashManife
   // Enough files for every core: each file is read once, in order, feeding its own hash
   // and its tensors'. Otherwise (one big GGUF, or no file hashes) tensors are independent
   // tasks spread over all cores, and each file hash is one more task reading its file.
-  const bool per_file = o.file_hashes && view.files.size() >= static_cast<size_t>(tbb::this_task_arena::max_concurrency());
+  const bool per_file = o.file_hashes && tensor_files >= static_cast<size_t>(tbb::this_task_arena::max_concurrency());
   if (!per_file) {
     std::vector<uint32_t> all;
     for (auto& list : tensors_of) all.insert(all.end(), list.begin(), list.end());
-    const size_t nfiles = o.file_hashes ? view.files.size() : 0;
+    std::vector<size_t> whole;  // the files hashed as a whole, each one more task
+    for (size_t f = 0; f < view.files.size(); ++f)
+      if (hash_whole(f)) whole.push_back(f);
+    const size_t nfiles = whole.size();
     const std::vector<uint32_t> none;
     std::vector<std::string> tensor_errors(all.size());
     tbb::parallel_for(size_t{0}, nfiles + all.size(), [&](size_t k) {
       if (k < nfiles) {
-        if (maps[k]) hash_file(*maps[k], view, none, o, tensors, files[k], errors[k], overlapping[k]);
+        const size_t f = whole[k];
+        if (maps[f]) hash_file(*maps[f], view, none, o, tensors, files[f], errors[f], overlapping[f]);
         return;
       }
       const uint32_t i = all[k - nfiles];
@@ -588,7 +619,8 @@ class ManifestParser {
     if (!a.sha256 && !s.empty()) return bad(path + ".sha256", "is present but algorithms does not list sha256");
     return true;
   }
-  bool read_file(simdjson::dom::element e, const std::string& path, const HashManifest& m, ManifestFile& f);
+  bool read_file(simdjson::dom::element e, const std::string& path, ManifestFile& f);
+  bool check_file_hashes(const HashManifest& m);
   bool read_tensor(simdjson::dom::element e, const std::string& path, const HashManifest& m, ManifestTensor& t);
 
   std::string label_;
@@ -596,12 +628,25 @@ class ManifestParser {
   size_t errors_ = 0;
 };
 
-bool ManifestParser::read_file(simdjson::dom::element e, const std::string& path, const HashManifest& m,
-                               ManifestFile& f) {
+bool ManifestParser::read_file(simdjson::dom::element e, const std::string& path, ManifestFile& f) {
   if (!only_keys(e, path, {"name", "size", "xxh3", "sha256"})) return false;
   bool ok = all_of({str(e, path, "name", f.name, true), u64(e, path, "size", f.size), hashes(e, path, f.xxh3, f.sha256)});
   if (ok && f.name.empty()) ok = bad(path + ".name", "is empty");
-  return ok && require_algos(path, f.xxh3, f.sha256, m.file_hashes ? m.algos : HashAlgos{false, false});
+  return ok;
+}
+
+// Files carry every algorithm's hash, except tensor files without file_hashes (name and
+// size only): a file no tensor lies in always carries them (build_hash_manifest).
+bool ManifestParser::check_file_hashes(const HashManifest& m) {
+  std::set<std::string> tensor_files;
+  for (const auto& t : m.tensors) tensor_files.insert(t.file);
+  for (size_t i = 0; i < m.files.size(); ++i) {
+    const ManifestFile& f = m.files[i];
+    const bool hashed = m.file_hashes || !tensor_files.count(f.name);
+    if (!require_algos("$.files[" + std::to_string(i) + "]", f.xxh3, f.sha256, hashed ? m.algos : HashAlgos{false, false}))
+      return false;
+  }
+  return true;
 }
 
 bool ManifestParser::read_tensor(simdjson::dom::element e, const std::string& path, const HashManifest& m,
@@ -685,7 +730,7 @@ bool ManifestParser::parse(simdjson::dom::element root, HashManifest& m) {
   for (auto e : files) {
     ManifestFile f;
     const std::string path = "$.files[" + std::to_string(i++) + "]";
-    if (!read_file(e, path, m, f)) return false;
+    if (!read_file(e, path, f)) return false;
     if (!seen.insert(f.name).second) return bad(path + ".name", "repeats '" + f.name + "'");
     m.files.push_back(std::move(f));
   }
@@ -701,7 +746,7 @@ bool ManifestParser::parse(simdjson::dom::element root, HashManifest& m) {
   if (m.tensor_count != m.tensors.size())
     return bad("$.model.tensor_count", "is " + std::to_string(m.tensor_count) + " but tensors lists " +
                                            std::to_string(m.tensors.size()));
-  return true;
+  return check_file_hashes(m);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Hash manifests (`ckpt hash`, schemas/hash-manifest.schema.json): per tensor the hash
 // of its stored bytes (and with dequant, of its f32 values, hashman/decode.h), per file
 // the hash of the whole file, and one whole-model hash that does not depend on how the
-// tensors are laid out in shards.
+// tensors are laid out in shards. For a directory the files are every file of the model
+// directory (formats/model_files.h: config.json, the index, tokenizer files, ... too),
+// so `hash --check` fails when any of them changes, goes missing or appears.
 //
 // Whole-model hash (per algorithm): the hash of the concatenation, over tensors sorted
 // by name (bytewise), of one line per tensor
@@ -33,11 +35,13 @@ inline constexpr const char* kHashManifestSchema = "ckptkit/hash-manifest/v1";
 
 // What `ckpt hash` reads: a safetensors checkpoint directory or file, a GGUF file, or an
 // expert pack (repack-experts output: every blob part of experts.bin is a tensor named
-// "TENSOR#E" (E = expert), plus dense.gguf's tensors; manifest.json itself is not hashed).
+// "TENSOR#E" (E = expert), plus dense.gguf's tensors; manifest.json is one more file).
 struct HashSource {
   std::string kind;  // "safetensors", "gguf", "expert-pack"
   std::unique_ptr<LoadedModel> model;  // the checkpoint, or the pack's dense.gguf
-  ModelView view;                      // the tensors and files to hash (file names are base names)
+  // The tensors and files to hash: the files holding tensors first, then (for a
+  // directory) every other file of it, without tensors. Names are relative paths.
+  ModelView view;
 };
 
 // Returns false (with findings; IO_* codes for I/O errors) when PATH cannot be read.
@@ -67,7 +71,7 @@ struct HashManifest {
   std::string format;  // "safetensors", "gguf", "expert-pack"
   HashAlgos algos;
   bool dequant = false;
-  bool file_hashes = true;  // false: files carry name and size only
+  bool file_hashes = true;  // false: files holding tensors carry name and size only
   uint64_t tensor_count = 0, tensor_bytes = 0;
   std::string model_xxh3, model_sha256, model_f32_xxh3, model_f32_sha256;
   std::vector<ManifestFile> files;      // sorted by name
@@ -77,8 +81,9 @@ struct HashManifest {
 struct HashOptions {
   HashAlgos algos;
   bool dequant = false;
-  // false: no per-file hashes; every tensor is then read on its own, all in parallel
-  // (one SHA-256 pass over the payload instead of two with --algo sha256).
+  // false: no per-file hashes for the files holding tensors; every tensor is then read on
+  // its own, all in parallel (one SHA-256 pass over the payload instead of two with --algo
+  // sha256). Files without tensors are always hashed whole: nothing else covers them.
   bool file_hashes = true;
   std::function<void(uint64_t bytes)> on_progress;  // bytes just read (any thread)
 };

@@ -1,8 +1,12 @@
 #include "numerics/ggml_dequant.h"
 
+#include <atomic>
 #include <bit>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/ggml_types.h"
+#include "numerics/ggml_dequant_avx2.h"
 #include "numerics/ggml_tables.h"
 
 // Why plain float arithmetic is bit-exact here (gguf.md §5): every product d·sc·q has at
@@ -24,7 +28,10 @@ uint32_t ld32(const uint8_t* p) {
 }
 float f16_at(const uint8_t* p) { return ggml_fp16_to_f32(ld16(p)); }
 int grid_byte(uint64_t word, int j) { return static_cast<int>((word >> (8 * j)) & 0xFF); }
-float sign_of(uint8_t signs, int bit) { return (signs >> bit) & 1 ? -1.0f : 1.0f; }
+// ggml writes `db · g · (bit ? −1 : 1)`; compilers turn that into a negation of db · g, so
+// the sign is applied as one here, explicitly: equal for every number, and a NaN product
+// (a NaN scale) gets its sign bit flipped as in ggml's compiled code.
+float signed_by(float v, uint8_t signs, int bit) { return (signs >> bit) & 1 ? -v : v; }
 
 // --- 32-element legacy quants -------------------------------------------------------
 
@@ -212,7 +219,7 @@ void dq_q8_k(const uint8_t* b, float* y) {  // {f32 d; i8 qs[256]; i16 bsums[16]
 
 // Eight grid magnitudes times db, negated where the sign byte has a 1.
 void put8(float* y, float db, uint64_t grid, uint8_t signs) {
-  for (int j = 0; j < 8; ++j) y[j] = db * static_cast<float>(grid_byte(grid, j)) * sign_of(signs, j);
+  for (int j = 0; j < 8; ++j) y[j] = signed_by(db * static_cast<float>(grid_byte(grid, j)), signs, j);
 }
 
 void dq_iq2_xxs(const uint8_t* b, float* y) {  // {f16 d; u16 qs[32]}
@@ -254,8 +261,8 @@ void dq_iq2_s(const uint8_t* b, float* y) {  // {f16 d; u8 qs[64]; u8 qh[8]; u8 
 // Two 4-value grid words with one sign byte (bits 0-3 for g1, 4-7 for g2).
 void put4x2(float* y, float db, uint32_t g1, uint32_t g2, uint8_t signs) {
   for (int j = 0; j < 4; ++j) {
-    y[j] = db * static_cast<float>(grid_byte(g1, j)) * sign_of(signs, j);
-    y[j + 4] = db * static_cast<float>(grid_byte(g2, j)) * sign_of(signs, j + 4);
+    y[j] = signed_by(db * static_cast<float>(grid_byte(g1, j)), signs, j);
+    y[j + 4] = signed_by(db * static_cast<float>(grid_byte(g2, j)), signs, j + 4);
   }
 }
 
@@ -354,24 +361,6 @@ bool tables_ok(std::string& error) {
 
 }  // namespace
 
-float ggml_fp16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  if (exp == 0) {  // zero or subnormal: man · 2^−24, exact in binary32
-    const float v = static_cast<float>(man) * 0x1p-24f;
-    return sign ? -v : v;
-  }
-  const uint32_t e32 = exp == 0x1F ? 0xFFu : exp + (127 - 15);
-  return std::bit_cast<float>(sign | (e32 << 23) | (man << 13));
-}
-
-float ggml_bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-
-float ggml_e8m0_to_f32_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  return std::bit_cast<float>(bits);
-}
-
 bool ggml_dequant_supported(int32_t type) { return is_float_type(type) || block_fn(type) != nullptr; }
 
 std::string ggml_unsupported_message(int32_t type) {
@@ -381,7 +370,48 @@ std::string ggml_unsupported_message(int32_t type) {
          (info->removed ? ", removed)" : ")");
 }
 
+DequantIsa ggml_dequant_best_isa() {
+  return dequant_avx2::cpu_supported() ? DequantIsa::avx2 : DequantIsa::scalar;
+}
+
+namespace {
+
+DequantIsa runnable(DequantIsa isa) { return isa == DequantIsa::avx2 ? ggml_dequant_best_isa() : DequantIsa::scalar; }
+
+DequantIsa environment_isa() {
+  static const DequantIsa isa = [] {
+    const char* v = std::getenv("CKPT_DEQUANT_ISA");
+    return v && std::string_view(v) == "scalar" ? DequantIsa::scalar : ggml_dequant_best_isa();
+  }();
+  return isa;
+}
+
+// -1: not forced (the environment's choice); else a DequantIsa.
+std::atomic<int> forced_isa{-1};
+
+}  // namespace
+
+DequantIsa ggml_dequant_isa() {
+  const int forced = forced_isa.load(std::memory_order_relaxed);
+  return forced < 0 ? environment_isa() : static_cast<DequantIsa>(forced);
+}
+
+DequantIsa ggml_dequant_force_isa(DequantIsa isa) {
+  const DequantIsa previous = ggml_dequant_isa();
+  forced_isa.store(static_cast<int>(runnable(isa)), std::memory_order_relaxed);
+  return previous;
+}
+
+bool ggml_dequant_has_fast_path(DequantIsa isa, int32_t type) {
+  return isa == DequantIsa::avx2 && dequant_avx2::has_loop(type);
+}
+
 bool ggml_dequantize(int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out, std::string& error) {
+  return ggml_dequantize_isa(ggml_dequant_isa(), type, whole_blocks, out, error);
+}
+
+bool ggml_dequantize_isa(DequantIsa isa, int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out,
+                         std::string& error) {
   const GgmlTypeInfo* info = ggml_type_info(type);
   if (!info || !ggml_dequant_supported(type)) {
     error = ggml_unsupported_message(type);
@@ -395,11 +425,15 @@ bool ggml_dequantize(int32_t type, std::span<const uint8_t> whole_blocks, std::s
             std::to_string(out.size()) + " output values";
     return false;
   }
+  if (!is_float_type(type) && !tables_ok(error)) return false;
+  if (runnable(isa) == DequantIsa::avx2 && dequant_avx2::has_loop(type)) {
+    dequant_avx2::dequantize(type, whole_blocks.data(), blocks, out.data());
+    return true;
+  }
   if (is_float_type(type)) {
     convert_floats(type, whole_blocks.data(), out);
     return true;
   }
-  if (!tables_ok(error)) return false;
   const BlockFn fn = block_fn(type);
   for (size_t i = 0; i < blocks; ++i) fn(whole_blocks.data() + i * info->type_size, out.data() + i * info->block_size);
   return true;

@@ -1,10 +1,14 @@
 // Bit-exact dequantization of ggml blocks to f32 (gguf.md §5), matching ggml's own
-// `to_float` output. Every product in these formats is exact in binary32 and the only
+// `to_float` output. Two implementations: the scalar reference (every type) and AVX2 block
+// loops (ggml_dequant_avx2.cpp) for the common types, picked at run time by what the CPU
+// has; the AVX2 results are proven bit-identical to the scalar ones on every code
+// (tests/numerics/ggml_dequant_isa_test.cpp). Every product in these formats is exact in binary32 and the only
 // rounding is the final `d·q − m` (or `+ m`) of the formats with a minimum, so the
 // result is "the exact value rounded once to f32" — what ggml computes.
 // Pure functions; no allocation after the first call (which verifies the tables); none throws.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -12,11 +16,24 @@
 namespace ckpt {
 
 // IEEE binary16 → binary32, exact, subnormals included; Inf stays Inf, NaN keeps its payload.
-float ggml_fp16_to_f32(uint16_t h);
+// (Inline: the block loops of both ISAs call them once per block.)
+inline float ggml_fp16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  if (exp == 0) {  // zero or subnormal: man · 2^−24, exact in binary32
+    const float v = static_cast<float>(man) * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  const uint32_t e32 = exp == 0x1F ? 0xFFu : exp + (127 - 15);
+  return std::bit_cast<float>(sign | (e32 << 23) | (man << 13));
+}
 // bfloat16 → binary32: the bits shifted into the high half.
-float ggml_bf16_to_f32(uint16_t h);
+inline float ggml_bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 // E8M0_TO_FP32_HALF: 2^(e−128); e < 2 gives fp32 denormals, 255 gives 2^127 (no NaN).
-float ggml_e8m0_to_f32_half(uint8_t e);
+inline float ggml_e8m0_to_f32_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
+}
 
 // True for the types ggml_dequantize handles.
 bool ggml_dequant_supported(int32_t type);
@@ -29,5 +46,24 @@ std::string ggml_unsupported_message(int32_t type);
 // Returns false with `error` set ("unsupported type IQ1_M (id 29)", a size mismatch,
 // or corrupt lookup tables) and leaves `out` unspecified.
 bool ggml_dequantize(int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out, std::string& error);
+
+// The instruction sets ggml_dequantize can run on. `scalar` is the reference.
+enum class DequantIsa { scalar, avx2 };
+
+// What this CPU runs: avx2 when it has AVX2 and F16C (checked once), else scalar.
+DequantIsa ggml_dequant_best_isa();
+// What ggml_dequantize uses now: ggml_dequant_best_isa(), unless the environment has
+// CKPT_DEQUANT_ISA=scalar at the first call (benchmarks time the reference that way) or
+// ggml_dequant_force_isa was called.
+DequantIsa ggml_dequant_isa();
+// Test and benchmark hook: makes ggml_dequantize use `isa` process-wide (an ISA the CPU
+// lacks falls back to scalar). Returns the previous choice.
+DequantIsa ggml_dequant_force_isa(DequantIsa isa);
+// True when `isa` has its own block loop for `type` (other types run the scalar loop).
+bool ggml_dequant_has_fast_path(DequantIsa isa, int32_t type);
+// ggml_dequantize on an explicit ISA (clamped to what the CPU runs), with no shared state:
+// the tests compare the two paths through this.
+bool ggml_dequantize_isa(DequantIsa isa, int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out,
+                         std::string& error);
 
 }  // namespace ckpt

@@ -3,9 +3,6 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 
 #include "formats/json.h"
 #include "formats/loader.h"
@@ -14,68 +11,11 @@
 #include "profiles/registry.h"
 #include "repack/pack_validate.h"
 #include "validate/deep_scan.h"
+#include "validate/hub_list.h"
 #include "validate/reference.h"
 
 namespace ckpt {
 namespace {
-
-// Reads a Hub hash list: one "name sha256" (or sha256sum's "sha256  name") per line;
-// blank lines and '#' comments skipped.
-bool read_hub_list(const std::string& path, std::map<std::string, std::string>& expected, Findings& f) {
-  std::ifstream in(path);
-  if (!in) {
-    f.error("IO_OPEN", path, "", std::nullopt, "cannot read the hash list " + path);
-    return false;
-  }
-  std::string line;
-  unsigned lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    std::istringstream words(line);
-    std::string a, b;
-    if (!(words >> a) || a[0] == '#') continue;
-    words >> b;
-    if (!b.empty() && b[0] == '*') b.erase(0, 1);  // sha256sum binary-mode marker
-    std::string name = is_hex_digest(a, 64) ? b : a, hash = is_hex_digest(a, 64) ? a : b;
-    if (name.empty() || !is_hex_digest(hash, 64)) {
-      f.error("HUB_LIST_PARSE", path, "", std::nullopt,
-              "line " + std::to_string(lineno) + " is not 'name sha256' (64 hex digits)");
-      continue;
-    }
-    for (auto& c : hash) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    expected[name] = hash;
-  }
-  return true;
-}
-
-void check_hub_hashes(const std::string& list, ValidationReport& report) {
-  std::map<std::string, std::string> expected;
-  if (!read_hub_list(list, expected, report.findings)) return;
-  for (auto& file : report.files) {
-    auto it = expected.find(file.name);
-    if (it == expected.end()) {
-      file.hub_status = "extra";
-      report.findings.warning("HUB_FILE_NOT_LISTED", file.name, "", std::nullopt,
-                              file.name + " is not in the hash list " + list);
-      continue;
-    }
-    file.expected_sha256 = it->second;
-    file.hub_status = file.sha256 == it->second ? "ok" : "mismatch";
-    if (file.hub_status == "mismatch")
-      report.findings.error("HUB_SHA256_MISMATCH", file.name, "", std::nullopt,
-                            file.name + " has SHA-256 " + file.sha256 + " but the hash list expects " + it->second);
-    expected.erase(it);
-  }
-  for (const auto& [name, hash] : expected) {
-    FileReport missing;
-    missing.name = name;
-    missing.expected_sha256 = hash;
-    missing.hub_status = "missing";
-    report.files.push_back(missing);
-    report.findings.error("HUB_FILE_MISSING", name, "", std::nullopt,
-                          name + " is in the hash list but not in the checkpoint");
-  }
-}
 
 void fill_inventory(const LoadedModel& model, ValidationReport& report) {
   report.format = model.format == ModelFormat::gguf ? "gguf" : "safetensors";
@@ -193,6 +133,8 @@ ValidationReport validate_path(const std::string& path, const ValidateOptions& o
   if (is_expert_pack(path)) {
     report.format = "expert-pack";
     validate_expert_pack(path, options.reference, options.deep, report.findings);
+    // Every listed file of the pack directory is hashed by name (a pack has no shards).
+    if (!options.hub_sha256_file.empty()) check_hub_list(options.hub_sha256_file, path, report);
     report.findings.sort_stable();
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
@@ -213,7 +155,7 @@ ValidationReport validate_path(const std::string& path, const ValidateOptions& o
       scan_options.sha256 = report.sha256;
       run_scan(model, scan_options, mine, report.profile, report);
     }
-    if (!options.hub_sha256_file.empty()) check_hub_hashes(options.hub_sha256_file, report);
+    if (!options.hub_sha256_file.empty()) check_hub_list(options.hub_sha256_file, path, report);
   }
   report.findings.sort_stable();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -42,7 +42,7 @@ struct FileReport {
   uint64_t size = 0;
   std::string sha256;           // with --sha256
   std::string expected_sha256;  // with --hub-sha256
-  std::string hub_status;       // "ok", "mismatch", "missing", "extra", or ""
+  std::string hub_status;       // "ok", "mismatch", "missing", "extra", "refused" (validate/hub_list.h), or ""
 };
 
 struct ValidationReport {

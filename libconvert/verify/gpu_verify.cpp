@@ -526,6 +526,9 @@ class GgufVerifier : public Verifier {
                         "unsupported ggml type id " + std::to_string(type));
       return;
     }
+    // A zero-element tensor (some ne is 0; every reader accepts it) decodes to nothing on
+    // both sides: a check that passes trivially, with 0 elements.
+    if (bytes == 0) return;
     const uint64_t row_bytes = row_elems / info->block_size * info->type_size;
     if (row_bytes == 0 || bytes % row_bytes) {
       c.ok = false;
@@ -607,6 +610,33 @@ void add_errors(const Findings& from, Findings& to) {
   for (const auto& f : from.items()) to.add(f);
 }
 
+// A checkpoint alone whose FP8 weights cannot be planned (no usable scale, a wrong grid):
+// they are not verified, and a PASS on the rest would hide that.
+void report_unpaired_fp8(const LoadedModel& model, const Findings& plan_findings, VerifyReport& r) {
+  const auto fp8 = std::count_if(model.view.tensors.begin(), model.view.tensors.end(), [](const ModelTensor& t) {
+    return t.dtype == Dtype::F8_E4M3 || t.dtype == Dtype::F8_E5M2;
+  });
+  if (fp8 == 0) return;
+  add_errors(plan_findings, r.findings);
+  r.findings.error("VERIFY_INPUT", model.path, "", std::nullopt,
+                   std::to_string(fp8) + (fp8 == 1 ? " FP8 tensor is" : " FP8 tensors are") +
+                       " not verified: the checkpoint cannot be planned (see the other findings)");
+}
+
+// Zero checks is no evidence: verify never says PASS about nothing.
+void report_nothing_verified(VerifyReport& r) {
+  if (!r.checks.empty() || r.findings.has_errors()) return;
+  std::string why;
+  if (r.kind == "checkpoint")
+    why = "it holds no FP8 weight with a scale and no INT8-shift expert, the only tensors verified without "
+          "a reference; to verify a conversion's output, give its input with --reference IN";
+  else if (r.kind == "converted")
+    why = "the conversion plan of the reference has no tensor that is present in it";
+  else
+    why = "it holds no tensor";
+  r.findings.error("VERIFY_NOTHING", r.path, "", std::nullopt, "nothing was verified (0 checks): " + why);
+}
+
 void verify_safetensors(const std::string& path, DecodeBackend& be, const VerifyOptions& o, VerifyReport& r) {
   LoadedModel out;
   Findings lf;
@@ -626,6 +656,7 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
     ConversionPlan plan;
     Findings pf;
     const bool planned = plan_conversion(out, ExpertMode::keep, RemapOptions{}, plan, pf);
+    if (!planned) report_unpaired_fp8(out, pf, r);
     v.run_self(out, planned ? &plan : nullptr);
     return;
   }
@@ -679,6 +710,7 @@ VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const 
   } else {
     verify_safetensors(path, backend, options, r);
   }
+  report_nothing_verified(r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -13,6 +13,11 @@
 //   expert pack (repack-experts): every blob part dequantized on the device equals the CPU
 //     dequantization of its source slice (the reference GGUF, else the part itself).
 //
+// Never vacuous: a run with no check at all (a BF16 checkpoint without --reference, a
+// GGUF or pack without tensors) is a VERIFY_NOTHING error, not a PASS; FP8 weights of a
+// checkpoint alone that cannot be paired with their scales are an error, not skipped. A
+// zero-element tensor is a check that passes trivially (0 elements).
+//
 // Memory: tensors stream through in chunks of at most backend.max_chunk_bytes() input; an
 // expert's matrices are held one expert at a time.
 #pragma once
@@ -56,7 +61,7 @@ struct VerifyReport {
   double max_rel_l2 = 0;
   double seconds = 0;
   uint64_t failed() const;
-  int exit_code() const;  // 0 pass, 1 a mismatch or error finding, 3 an I/O error
+  int exit_code() const;  // 0 pass, 1 a mismatch or error finding (VERIFY_NOTHING too), 3 an I/O error
 };
 
 VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const VerifyOptions& options);

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,10 +39,19 @@ std::vector<std::string> included_folders(const fs::path& file) {
   std::ifstream in(file);
   std::string line;
   std::vector<std::string> out;
-  static const std::regex include_re(R"re(^\s*#\s*include\s+"([a-z_0-9]+)/)re");
   while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_search(line, m, include_re)) out.push_back(m[1]);
+    // `#include "FOLDER/..."`, spaces allowed around '#' (std::regex trips gcc 12's
+    // -Wmaybe-uninitialized under the sanitizers, so this is parsed by hand).
+    size_t i = line.find_first_not_of(" \t");
+    if (i == std::string::npos || line[i] != '#') continue;
+    i = line.find_first_not_of(" \t", i + 1);
+    if (i == std::string::npos || line.compare(i, 7, "include") != 0) continue;
+    i = line.find_first_not_of(" \t", i + 7);
+    if (i == std::string::npos || line[i] != '"') continue;
+    size_t slash = line.find('/', i + 1);
+    size_t quote = line.find('"', i + 1);
+    if (slash == std::string::npos || slash > quote) continue;
+    out.push_back(line.substr(i + 1, slash - i - 1));
   }
   return out;
 }

@@ -2,9 +2,11 @@
 // type among those ggml_dequantize supports (every float and quantized type of gguf.md §5);
 // the rest is cut to whole blocks (at most kMaxBlocks) and dequantized as `dump` and the
 // reference comparisons do, then scanned as `validate --deep` does (scan_ggml_blocks, also
-// split in two chunks to check that streaming gives the same counts).
+// split in two chunks to check that streaming gives the same counts). The dispatched result
+// (AVX2 where the CPU has it) must equal the scalar reference bit for bit.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +48,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<float> out(blocks * info->block_size);
   std::string error;
   fuzz::fuzz_check(ggml_dequantize(type, whole, out, error), "ggml_dequantize refused whole blocks of a supported type");
+
+  // Every ISA this CPU runs gives the reference's bits (NaN payloads included).
+  std::vector<float> ref(out.size());
+  fuzz::fuzz_check(ggml_dequantize_isa(DequantIsa::scalar, type, whole, ref, error), "the scalar path refused");
+  fuzz::fuzz_check(std::memcmp(ref.data(), out.data(), out.size() * sizeof(float)) == 0,
+                   "the dispatched dequantizer differs from the scalar reference");
 
   // A wrong output size must be refused, not written past.
   if (blocks > 0) {

@@ -60,7 +60,7 @@ TEST(HashManifest, TensorAndFileHashesAreThoseOfTheirBytes) {
     EXPECT_EQ(t->sha256, sha256_of(bytes)) << name;
     EXPECT_EQ(t->xxh3, xxh3_of(bytes)) << name;
   }
-  ASSERT_EQ(m.files.size(), 7u);
+  ASSERT_EQ(m.files.size(), 12u);  // 7 shards, config, generation config, index, 2 tokenizer files
   for (const auto& f : m.files) {
     const auto bytes = test::read_file(path + "/" + f.name);
     EXPECT_EQ(f.size, bytes.size());
@@ -88,9 +88,10 @@ TEST(HashManifest, WithoutFileHashesTensorsAreHashedTheSame) {
   EXPECT_EQ(lean.model_sha256, full.model_sha256);
   ASSERT_EQ(lean.tensors.size(), full.tensors.size());
   for (size_t i = 0; i < lean.tensors.size(); ++i) EXPECT_EQ(lean.tensors[i].sha256, full.tensors[i].sha256);
-  ASSERT_EQ(lean.files.size(), 7u);
-  EXPECT_TRUE(lean.files[0].sha256.empty() && lean.files[0].xxh3.empty());
-  EXPECT_EQ(lean.files[0].size, full.files[0].size);
+  ASSERT_EQ(lean.files.size(), 12u);
+  ASSERT_EQ(lean.files[2].name, "model-00001-of-00007.safetensors");
+  EXPECT_TRUE(lean.files[2].sha256.empty() && lean.files[2].xxh3.empty());
+  EXPECT_EQ(lean.files[2].size, full.files[2].size);
   const std::string text = hash_manifest_json(lean);
   EXPECT_NE(text.find("\"file_hashes\": false"), std::string::npos);
   HashManifest back;
@@ -179,7 +180,7 @@ TEST(HashManifest, WholeModelHashDoesNotDependOnTheShardLayout) {
     EXPECT_EQ(m->model_f32_sha256, m0.model_f32_sha256);
     EXPECT_EQ(m->tensor_bytes, 112u);
   }
-  ASSERT_EQ(m2.files.size(), 2u);
+  ASSERT_EQ(m2.files.size(), 3u);  // two shards and the index
   EXPECT_NE(m2.files[0].sha256, m0.files[0].sha256);
   EXPECT_NE(m2.files[0].xxh3, m2.files[1].xxh3);
   // One changed byte in one tensor changes the model hash.
@@ -203,7 +204,8 @@ TEST(HashManifest, ConvertedModelHashEqualsThePeersOutputDespiteOtherHeaders) {
   EXPECT_EQ(ours.model_sha256, peer.model_sha256);
   EXPECT_EQ(ours.model_xxh3, peer.model_xxh3);
   ASSERT_EQ(ours.files.size(), peer.files.size());
-  EXPECT_NE(ours.files[1].sha256, peer.files[1].sha256);
+  ASSERT_EQ(ours.files[3].name, "model-00002-of-00007.safetensors");
+  EXPECT_NE(ours.files[3].sha256, peer.files[3].sha256);
 }
 
 TEST(HashManifest, ExpertPackPartsAreTensors) {
@@ -214,9 +216,10 @@ TEST(HashManifest, ExpertPackPartsAreTensors) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const HashManifest m = hash_path(pack, {true, false});
   EXPECT_EQ(m.format, "expert-pack");
-  ASSERT_EQ(m.files.size(), 2u);
+  ASSERT_EQ(m.files.size(), 3u);
   EXPECT_EQ(m.files[0].name, "dense.gguf");
   EXPECT_EQ(m.files[1].name, "experts.bin");
+  EXPECT_EQ(m.files[2].name, "manifest.json");  // a file like the others, hashed whole
   // Every part's xxh3 is the one repack-experts wrote into its manifest.
   const auto text = test::read_file(pack + "/manifest.json");
   JsonDoc doc;

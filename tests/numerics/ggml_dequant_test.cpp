@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -16,11 +17,15 @@
 namespace ckpt {
 namespace {
 
+// Both paths (the scalar reference and, where the CPU has it, AVX2) must give these values:
+// the scalar result is returned after checking the other one equals it bit for bit.
 std::vector<float> dq(int32_t type, const std::vector<uint8_t>& blocks) {
   const GgmlTypeInfo* info = ggml_type_info(type);
-  std::vector<float> out(blocks.size() / info->type_size * info->block_size);
+  std::vector<float> out(blocks.size() / info->type_size * info->block_size), fast(out.size());
   std::string error;
-  EXPECT_TRUE(ggml_dequantize(type, blocks, out, error)) << error;
+  EXPECT_TRUE(ggml_dequantize_isa(DequantIsa::scalar, type, blocks, out, error)) << error;
+  EXPECT_TRUE(ggml_dequantize_isa(DequantIsa::avx2, type, blocks, fast, error)) << error;
+  EXPECT_EQ(std::memcmp(out.data(), fast.data(), out.size() * sizeof(float)), 0) << ggml_type_info(type)->name;
   return out;
 }
 

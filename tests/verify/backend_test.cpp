@@ -87,6 +87,69 @@ TEST_P(Backend, Fp8F32EveryCodeTimesRandomScales) {
   }
 }
 
+// Scales at the edges of binary32: zeros, denormals (the product rounds in the denormal
+// range), huge (the product overflows to inf), infinities and NaN (the group takes the
+// element path). Every code in each row.
+TEST_P(Backend, Fp8F32EveryCodeTimesExtremeScales) {
+  const std::vector<float> scale = {0.0f, -0.0f, 0x1p-149f, -0x1p-140f, 0x1.8p-130f, 0x1p-126f, 0x1.fffffep-127f,
+                                    1.0f, -3.0f, 0x1p100f, 0x1.fffffep127f, -0x1p120f, INFINITY, -INFINITY, NAN,
+                                    0x1p-100f};
+  const Fp8Grid g{scale.size(), 256, 1, 256};
+  std::vector<uint8_t> w(g.rows * 256);
+  for (uint64_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(i);
+  std::vector<uint8_t> scale_bytes(scale.size() * 4);
+  std::memcpy(scale_bytes.data(), scale.data(), scale_bytes.size());
+  std::vector<uint16_t> got(w.size());
+  std::string error;
+  ASSERT_TRUE(be_->fp8_to_bf16(w, 0, g, Fp8ScaleKind::f32, scale_bytes, got, error)) << error;
+  for (uint64_t i = 0; i < w.size(); ++i) {
+    const uint16_t want = fp8_f32_product_bf16(w[i], scale[i / 256]);
+    if ((want & 0x7FFF) > 0x7F80) {
+      ASSERT_GT(got[i] & 0x7FFF, 0x7F80) << "NaN expected: code " << int(w[i]) << " scale " << scale[i / 256];
+    } else {
+      ASSERT_EQ(got[i], want) << "code " << int(w[i]) << " scale " << scale[i / 256] << " got " << hex16(got[i]);
+    }
+  }
+}
+
+// Many rows of a V4-like width that is not a multiple of the kernel's warp tile (7176 =
+// 8 x 897 columns, partial 128-blocks), random codes with a few NaN codes and NaN scales:
+// on the device several grid-stride rounds. E8M0 results are integer-exact everywhere, so
+// the device must equal the emulation bit for bit, NaN included; F32 equals the reference.
+TEST_P(Backend, Fp8ManyRowsMatchTheEmulationEverywhere) {
+  const uint64_t rows = GetParam() == "gpu" ? 3000 : 40, cols = 7176;
+  const Fp8Grid g{rows, cols, 128, 128};
+  const uint64_t nscale = fp8_scale_rows(g) * fp8_scale_cols(g);
+  std::vector<uint8_t> w(rows * cols), e8m0(nscale);
+  std::vector<float> f32(nscale);
+  std::uniform_int_distribution<int> byte(0, 255), sc(100, 140);
+  for (auto& x : w) x = static_cast<uint8_t>(byte(rng_));
+  for (uint64_t i = 0; i < nscale; ++i) {
+    e8m0[i] = static_cast<uint8_t>(i % 97 == 5 ? 0xFF : sc(rng_));
+    f32[i] = std::ldexp(1.0f + static_cast<float>(byte(rng_)) / 256.0f, sc(rng_) - 120);
+  }
+  std::vector<uint8_t> f32_bytes(nscale * 4);
+  std::memcpy(f32_bytes.data(), f32.data(), f32_bytes.size());
+  const uint64_t row0 = 5;  // a chunk that starts inside a block row
+  std::span<const uint8_t> part(w.data() + row0 * cols, (rows - row0) * cols);
+  auto emu = make_emulated_backend();
+  std::vector<uint16_t> got(part.size()), want(part.size());
+  std::string error;
+  ASSERT_TRUE(be_->fp8_to_bf16(part, row0, g, Fp8ScaleKind::e8m0, e8m0, got, error)) << error;
+  ASSERT_TRUE(emu->fp8_to_bf16(part, row0, g, Fp8ScaleKind::e8m0, e8m0, want, error)) << error;
+  for (uint64_t i = 0; i < part.size(); ++i) ASSERT_EQ(got[i], want[i]) << "e8m0 element " << i;
+  ASSERT_TRUE(be_->fp8_to_bf16(part, row0, g, Fp8ScaleKind::f32, f32_bytes, got, error)) << error;
+  for (uint64_t i = 0; i < part.size(); ++i) {
+    const uint64_t r = row0 + i / cols, c = i % cols;
+    const uint16_t ref = fp8_f32_product_bf16(part[i], f32[(r / 128) * fp8_scale_cols(g) + c / 128]);
+    if ((part[i] & 0x7F) == 0x7F) {
+      ASSERT_GT(got[i] & 0x7FFF, 0x7F80) << "f32 element " << i;
+    } else {
+      ASSERT_EQ(got[i], ref) << "f32 element " << i;
+    }
+  }
+}
+
 // Ragged grids (partial last blocks) and a row offset, on both kernel paths (cols % 4).
 TEST_P(Backend, Fp8RowChunksOfRaggedGridsMatchTheCpuDequant) {
   for (uint64_t cols : {300u, 384u, 264u}) {  // scalar, 16-wide and 8-wide kernel paths
@@ -229,6 +292,33 @@ TEST_P(Backend, GgmlEveryKernelTypeEqualsTheCpuDequant) {
     ASSERT_TRUE(be_->ggml_to_f32(type, data, got, error)) << info->name << ": " << error;
     for (uint64_t i = 0; i < want.size(); ++i) {
       ASSERT_EQ(bits(got[i]), bits(want[i])) << info->name << " element " << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
+}
+
+// Block counts around the kernels' tiles (8 or 64 blocks per 256 threads, 32 per Q6_K tile),
+// and on the device enough blocks for several grid-stride rounds.
+TEST_P(Backend, GgmlBlockCountsAroundTheTilesEqualTheCpuDequant) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int32_t type : {2, 8, 20, 39, 12, 14, 18, 21, 22}) {
+    const GgmlTypeInfo* info = ggml_type_info(type);
+    std::vector<uint64_t> counts = {1, 7, 31, 33, 65, 1013};
+    if (GetParam() == "gpu") counts.push_back(type == 14 ? 300007 : 100003);
+    for (uint64_t blocks : counts) {
+      std::vector<uint8_t> data(blocks * info->type_size);
+      for (auto& b : data) b = static_cast<uint8_t>(byte(rng_));
+      for (uint64_t b = 0; b < blocks; ++b) {  // finite f16 scales (NaN payloads are not portable)
+        uint8_t* p = data.data() + b * info->type_size;
+        if (type == 14) p[209] &= 0xBB;
+        else if (type == 12) p[1] &= 0xBB, p[3] &= 0xBB;
+        else if (type != 39) p[1] &= 0xBB;
+      }
+      std::vector<float> want(blocks * info->block_size), got(want.size(), -1.0f);
+      std::string error;
+      ASSERT_TRUE(ggml_dequantize(type, data, want, error)) << error;
+      ASSERT_TRUE(be_->ggml_to_f32(type, data, got, error)) << info->name << ": " << error;
+      for (uint64_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(bits(got[i]), bits(want[i])) << info->name << " x" << blocks << " element " << i;
     }
   }
 }

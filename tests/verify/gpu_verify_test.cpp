@@ -2,6 +2,8 @@
 // fails naming the tensor and element, and a malformed pack is an error, not a crash.
 // Each case runs with the host emulation of the kernels and, where a GPU is present, with
 // the GPU backend.
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -15,6 +17,39 @@ using test::run_ckpt;
 using test::run_tool;
 using test::shell_quote;
 using test::TempDir;
+
+struct GgufTensorSpec {
+  std::string name;
+  std::vector<uint64_t> ne;
+  uint64_t offset = 0;  // in the data section
+};
+
+// A GGUF v3 file of F32 tensors (general.architecture = llama, alignment 32) whose data
+// section is `data`.
+std::vector<uint8_t> make_f32_gguf(const std::vector<GgufTensorSpec>& tensors, const std::vector<float>& data) {
+  std::vector<uint8_t> out;
+  auto put = [&](const void* p, size_t n) { out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  auto u32 = [&](uint32_t v) { put(&v, 4); };
+  auto u64 = [&](uint64_t v) { put(&v, 8); };
+  auto str = [&](const std::string& s) { u64(s.size()); put(s.data(), s.size()); };
+  put("GGUF", 4);
+  u32(3);
+  u64(tensors.size());
+  u64(1);
+  str("general.architecture");
+  u32(8);  // string
+  str("llama");
+  for (const auto& t : tensors) {
+    str(t.name);
+    u32(static_cast<uint32_t>(t.ne.size()));
+    for (uint64_t d : t.ne) u64(d);
+    u32(0);  // F32
+    u64(t.offset);
+  }
+  out.resize((out.size() + 31) / 32 * 32, 0);
+  put(data.data(), data.size() * 4);
+  return out;
+}
 
 class GpuVerify : public ::testing::TestWithParam<std::string> {
  protected:
@@ -151,6 +186,47 @@ TEST_P(GpuVerify, MalformedPackIsAnErrorNotACrash) {
   auto r = verify(pack, "");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("PACK_MANIFEST_PARSE"), std::string::npos) << r.out;
+}
+
+TEST_P(GpuVerify, NothingVerifiableIsAnErrorNotAPass) {
+  // A BF16 conversion holds no FP8 pair and no INT8-shift expert: alone, nothing is checked.
+  const std::string out = convert("bf16");
+  auto r = verify(out, "", "--json " + shell_quote(tmp_.str("v.json")));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("ERROR VERIFY_NOTHING"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--reference"), std::string::npos) << r.out;  // says how to check it
+  EXPECT_EQ(r.out.find("VERDICT: PASS"), std::string::npos) << r.out;
+  EXPECT_NE(test::read_text(tmp_.str("v.json")).find("\"verdict\":\"fail\""), std::string::npos);
+  // With its input the same output is verifiable, and passes.
+  EXPECT_EQ(verify(out, fixture("oracle/dsv4-tiny")).exit_code, 0);
+  // A GGUF without tensors: nothing to decode either.
+  test::write_file(tmp_.str("none.gguf"), make_f32_gguf({}, {}));
+  auto none = verify(tmp_.str("none.gguf"), "");
+  EXPECT_EQ(none.exit_code, 1) << none.out << none.err;
+  EXPECT_NE(none.out.find("VERIFY_NOTHING"), std::string::npos) << none.out;
+}
+
+TEST_P(GpuVerify, AZeroElementGgufTensorIsATriviallyPassingCheck) {
+  // ne [0, 4] (no element per row) and [4, 0] (no row) beside an ordinary tensor.
+  const std::string path = tmp_.str("zero.gguf");
+  test::write_file(path, make_f32_gguf({{"w", {8}, 0}, {"empty.rows", {0, 4}, 32}, {"empty.cols", {4, 0}, 32}},
+                                       {0, 1, 2, 3, 4, 5, 6, 7}));
+  ASSERT_EQ(run_ckpt("validate " + shell_quote(path)).exit_code, 0);  // as every other command accepts it
+  auto r = verify(path, "");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ggml_dequant              3 ok      0 failed"), std::string::npos) << r.out;
+}
+
+TEST_P(GpuVerify, AnFp8WeightWithoutItsScaleIsAnErrorNotSkipped) {
+  // One FP8 weight (no .scale anywhere) beside an INT8-shift-free BF16 tensor.
+  std::vector<uint8_t> payload(128 * 128 + 4, 0x38);
+  test::write_file(tmp_.str("m.safetensors"),
+                   test::make_safetensors(R"({"a.weight":{"dtype":"F8_E4M3","shape":[128,128],"data_offsets":[0,16384]},)"
+                                          R"("b.weight":{"dtype":"BF16","shape":[2],"data_offsets":[16384,16388]}})",
+                                          payload));
+  auto r = verify(tmp_.str("m.safetensors"), "");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 FP8 tensor is not verified"), std::string::npos) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GpuVerify, ::testing::Values("emulate", "gpu"),

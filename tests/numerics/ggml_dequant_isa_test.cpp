@@ -1,0 +1,300 @@
+// The AVX2 dequantizers against the scalar reference, bit for bit (NaN payloads too), on
+// every code: every byte value at every byte position of a block, every f16 (and E8M0)
+// scale value in every scale field (denormals, infinities, quiet and signalling NaNs),
+// every grid index in every slot of the i-quants, and random blocks. The hand-built values
+// of ggml_dequant_test.cpp check both paths against worked-out numbers; this file proves
+// the two paths are the same function.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "core/ggml_types.h"
+#include "numerics/ggml_dequant.h"
+
+namespace ckpt {
+namespace {
+
+// The types with an AVX2 loop and the byte offsets of their f16 scale fields.
+struct TypeCase {
+  int32_t type;
+  std::vector<size_t> f16_fields;
+};
+
+const std::vector<TypeCase>& cases() {
+  static const std::vector<TypeCase> all = {
+      {kGgmlF32, {}},         {kGgmlF16, {}},          {kGgmlBF16, {}},        {kGgmlQ4_0, {0}},
+      {kGgmlQ4_1, {0, 2}},    {kGgmlQ5_0, {0}},        {kGgmlQ5_1, {0, 2}},    {kGgmlQ8_0, {0}},
+      {kGgmlQ8_1, {0, 2}},    {kGgmlQ2_K, {80, 82}},   {kGgmlQ3_K, {108}},     {kGgmlQ4_K, {0, 2}},
+      {kGgmlQ5_K, {0, 2}},    {kGgmlQ6_K, {208}},      {kGgmlQ8_K, {}},        {kGgmlIQ2_XXS, {0}},
+      {kGgmlIQ2_XS, {0}},     {kGgmlIQ2_S, {0}},       {kGgmlIQ3_XXS, {0}},    {kGgmlIQ3_S, {0}},
+      {kGgmlIQ4_NL, {0}},     {kGgmlIQ4_XS, {0}},      {kGgmlMXFP4, {}},
+  };
+  return all;
+}
+
+void PrintTo(const TypeCase& c, std::ostream* os) { *os << ggml_type_info(c.type)->name; }
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+#else
+  return false;
+#endif
+}
+
+std::string hex(float f) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", std::bit_cast<uint32_t>(f));
+  return b;
+}
+
+// Both paths on the same bytes; the first element whose bits differ, named.
+::testing::AssertionResult same_on_both(int32_t type, const std::vector<uint8_t>& blocks) {
+  const GgmlTypeInfo* info = ggml_type_info(type);
+  const size_t n = blocks.size() / info->type_size * info->block_size;
+  std::vector<float> ref(n), fast(n);
+  std::string error;
+  if (!ggml_dequantize_isa(DequantIsa::scalar, type, blocks, ref, error))
+    return ::testing::AssertionFailure() << "scalar: " << error;
+  if (!ggml_dequantize_isa(DequantIsa::avx2, type, blocks, fast, error))
+    return ::testing::AssertionFailure() << "avx2: " << error;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::bit_cast<uint32_t>(ref[i]) != std::bit_cast<uint32_t>(fast[i])) {
+      const size_t b = i / info->block_size, off = b * info->type_size;
+      std::string bytes;
+      for (size_t k = 0; k < info->type_size; ++k) {
+        char h[4];
+        std::snprintf(h, sizeof h, "%02x", blocks[off + k]);
+        bytes += h;
+      }
+      return ::testing::AssertionFailure() << info->name << " block " << b << " element " << i % info->block_size
+                                           << ": scalar " << hex(ref[i]) << " avx2 " << hex(fast[i])
+                                           << " (block bytes " << bytes << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class GgmlDequantIsa : public ::testing::TestWithParam<TypeCase> {
+ protected:
+  void SetUp() override {
+    if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2/F16C: only the scalar path runs here";
+    info_ = ggml_type_info(GetParam().type);
+    ASSERT_NE(info_, nullptr);
+  }
+  std::vector<uint8_t> random_blocks(size_t count) {
+    std::vector<uint8_t> v(count * info_->type_size);
+    for (auto& b : v) b = static_cast<uint8_t>(rng_());
+    return v;
+  }
+  const GgmlTypeInfo* info_ = nullptr;
+  std::mt19937_64 rng_{20251201};
+};
+
+TEST_P(GgmlDequantIsa, HasAnAvx2Loop) {
+  EXPECT_TRUE(ggml_dequant_has_fast_path(DequantIsa::avx2, GetParam().type)) << info_->name;
+  EXPECT_FALSE(ggml_dequant_has_fast_path(DequantIsa::scalar, GetParam().type));
+}
+
+// For every byte position of a block, 256 copies of one random block with that byte set to
+// 0..255: every nibble, sign byte, grid-index byte, qh/hmask byte, sub-block scale byte and
+// both bytes of every f16 field take every value at every place.
+TEST_P(GgmlDequantIsa, EveryByteValueAtEveryPosition) {
+  for (int round = 0; round < 2; ++round) {  // two different random surroundings
+    const std::vector<uint8_t> base = random_blocks(1);
+    for (size_t p = 0; p < info_->type_size; ++p) {
+      std::vector<uint8_t> blocks;
+      blocks.reserve(256 * base.size());
+      for (int v = 0; v < 256; ++v) {
+        blocks.insert(blocks.end(), base.begin(), base.end());
+        blocks[blocks.size() - base.size() + p] = static_cast<uint8_t>(v);
+      }
+      ASSERT_TRUE(same_on_both(GetParam().type, blocks)) << "byte position " << p;
+    }
+  }
+}
+
+TEST_P(GgmlDequantIsa, RandomBlocks) {
+  const size_t count = info_->block_size == 1 ? 1 << 16 : info_->block_size == 32 ? 1 << 14 : 1 << 12;
+  for (int round = 0; round < 4; ++round) ASSERT_TRUE(same_on_both(GetParam().type, random_blocks(count)));
+}
+
+// Lengths that are not a multiple of the vector width (the element types' tails) and a
+// block count of zero.
+TEST_P(GgmlDequantIsa, EveryLengthUpTo40Blocks) {
+  for (size_t count = 0; count <= 40; ++count) ASSERT_TRUE(same_on_both(GetParam().type, random_blocks(count))) << count;
+}
+
+std::string case_name(const ::testing::TestParamInfo<TypeCase>& info) { return ggml_type_info(info.param.type)->name; }
+
+INSTANTIATE_TEST_SUITE_P(Types, GgmlDequantIsa, ::testing::ValuesIn(cases()), case_name);
+
+// The types with f16 scale fields (Q8_K's f32 and MXFP4's E8M0 scales have their own tests).
+class GgmlDequantIsaScaled : public GgmlDequantIsa {};
+
+// Every binary16 value (zeros, denormals, normals, ±Inf, quiet and signalling NaNs) in each
+// f16 scale field, the rest of each block random.
+TEST_P(GgmlDequantIsaScaled, EveryF16ScaleValueInEveryScaleField) {
+  for (size_t field : GetParam().f16_fields) {
+    for (uint32_t chunk = 0; chunk < 65536; chunk += 4096) {
+      std::vector<uint8_t> blocks = random_blocks(4096);
+      for (uint32_t h = chunk; h < chunk + 4096; ++h) {
+        uint8_t* b = blocks.data() + (h - chunk) * info_->type_size;
+        b[field] = static_cast<uint8_t>(h);
+        b[field + 1] = static_cast<uint8_t>(h >> 8);
+      }
+      ASSERT_TRUE(same_on_both(GetParam().type, blocks)) << "field at byte " << field << ", values from " << chunk;
+    }
+  }
+}
+
+std::vector<TypeCase> scaled_cases() {
+  std::vector<TypeCase> v;
+  for (const TypeCase& c : cases())
+    if (!c.f16_fields.empty()) v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GgmlDequantIsaScaled, ::testing::ValuesIn(scaled_cases()), case_name);
+
+// ---- exhaustive domains of single fields ------------------------------------------------
+
+class GgmlDequantIsaDomain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2/F16C";
+  }
+  std::mt19937_64 rng_{7};
+  std::vector<uint8_t> random_bytes(size_t n) {
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) b = static_cast<uint8_t>(rng_());
+    return v;
+  }
+};
+
+TEST_F(GgmlDequantIsaDomain, EveryHalfAndEveryBfloat16) {
+  std::vector<uint8_t> all(2 * 65536);
+  for (uint32_t h = 0; h < 65536; ++h) {
+    all[2 * h] = static_cast<uint8_t>(h);
+    all[2 * h + 1] = static_cast<uint8_t>(h >> 8);
+  }
+  EXPECT_TRUE(same_on_both(kGgmlF16, all));
+  EXPECT_TRUE(same_on_both(kGgmlBF16, all));
+  // A signalling-NaN half keeps its payload unquieted, as in the reference.
+  std::vector<float> y(1);
+  std::string error;
+  ASSERT_TRUE(ggml_dequantize_isa(DequantIsa::avx2, kGgmlF16, std::vector<uint8_t>{0x01, 0x7C}, y, error));
+  EXPECT_EQ(std::bit_cast<uint32_t>(y[0]), 0x7F802000u);
+}
+
+// Every E8M0 scale byte with every nibble pair in every position (MXFP4).
+TEST_F(GgmlDequantIsaDomain, Mxfp4EveryScaleTimesEveryCode) {
+  std::vector<uint8_t> blocks;
+  for (int e = 0; e < 256; ++e) {
+    for (int shift = 0; shift < 16; ++shift) {
+      blocks.push_back(static_cast<uint8_t>(e));
+      for (int j = 0; j < 16; ++j) blocks.push_back(static_cast<uint8_t>(((j + shift) & 15) | ((15 - j) << 4)));
+    }
+  }
+  EXPECT_TRUE(same_on_both(kGgmlMXFP4, blocks));
+}
+
+// Q8_K's f32 scale: special values (±0, denormals, ±Inf, NaNs) and random bit patterns.
+TEST_F(GgmlDequantIsaDomain, Q8KEveryKindOfF32Scale) {
+  std::vector<uint32_t> scales = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00800000u, 0x3F800000u,
+                                  0x7F7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0xFFFFFFFFu};
+  for (int i = 0; i < 4000; ++i) scales.push_back(static_cast<uint32_t>(rng_()));
+  const size_t ts = ggml_type_info(kGgmlQ8_K)->type_size;
+  std::vector<uint8_t> blocks = random_bytes(scales.size() * ts);
+  for (size_t i = 0; i < scales.size(); ++i) std::memcpy(blocks.data() + i * ts, &scales[i], 4);
+  EXPECT_TRUE(same_on_both(kGgmlQ8_K, blocks));
+}
+
+// IQ2_XS: every 16-bit (9-bit grid index, 7-bit sign index) word in every one of its 32 slots.
+TEST_F(GgmlDequantIsaDomain, Iq2XsEveryIndexWordInEverySlot) {
+  const size_t ts = ggml_type_info(kGgmlIQ2_XS)->type_size;
+  for (int slot = 0; slot < 32; ++slot) {
+    std::vector<uint8_t> blocks = random_bytes(65536 / 32 * ts);
+    for (uint32_t q = 0; q < 65536; ++q) {  // block q / 32 holds 32 words, rotated by `slot`
+      uint8_t* b = blocks.data() + (q / 32) * ts;
+      const int s = static_cast<int>((q + slot) % 32);
+      b[2 + 2 * s] = static_cast<uint8_t>(q);
+      b[2 + 2 * s + 1] = static_cast<uint8_t>(q >> 8);
+    }
+    ASSERT_TRUE(same_on_both(kGgmlIQ2_XS, blocks)) << "slot rotation " << slot;
+  }
+}
+
+// IQ2_S: every 10-bit grid index (a qs byte and two qh bits) in every one of its 32 slots.
+TEST_F(GgmlDequantIsaDomain, Iq2SEveryGridIndexInEverySlot) {
+  const size_t ts = ggml_type_info(kGgmlIQ2_S)->type_size;
+  std::vector<uint8_t> blocks = random_bytes(32 * 1024 * ts);
+  for (int slot = 0; slot < 32; ++slot) {
+    const int ib = slot / 4, l = slot % 4;
+    for (int idx = 0; idx < 1024; ++idx) {
+      uint8_t* b = blocks.data() + (slot * 1024 + idx) * ts;
+      b[2 + 4 * ib + l] = static_cast<uint8_t>(idx);
+      b[66 + ib] = static_cast<uint8_t>((b[66 + ib] & ~(3 << (2 * l))) | ((idx >> 8) << (2 * l)));
+    }
+  }
+  EXPECT_TRUE(same_on_both(kGgmlIQ2_S, blocks));
+}
+
+// IQ3_S: every 9-bit grid index (a qs byte and one qh bit) in every one of its 64 slots.
+TEST_F(GgmlDequantIsaDomain, Iq3SEveryGridIndexInEverySlot) {
+  const size_t ts = ggml_type_info(kGgmlIQ3_S)->type_size;
+  std::vector<uint8_t> blocks = random_bytes(64 * 512 * ts);
+  for (int slot = 0; slot < 64; ++slot) {
+    const int ib = slot / 8, k = slot % 8;  // qs[8·ib + k]; its 9th bit is qh[ib] bit k
+    for (int idx = 0; idx < 512; ++idx) {
+      uint8_t* b = blocks.data() + (slot * 512 + idx) * ts;
+      b[2 + 8 * ib + k] = static_cast<uint8_t>(idx);
+      b[66 + ib] = static_cast<uint8_t>((b[66 + ib] & ~(1 << k)) | ((idx >> 8) << k));
+    }
+  }
+  EXPECT_TRUE(same_on_both(kGgmlIQ3_S, blocks));
+}
+
+// ---- the dispatch hook ---------------------------------------------------------------------
+
+TEST(GgmlDequantDispatch, BestIsaFollowsTheCpu) {
+  EXPECT_EQ(ggml_dequant_best_isa(), cpu_has_avx2() ? DequantIsa::avx2 : DequantIsa::scalar);
+}
+
+// Forcing scalar makes ggml_dequantize run the reference loops (both paths give the same
+// values, so the choice is observed through ggml_dequant_isa()); forcing back restores it.
+TEST(GgmlDequantDispatch, ForceIsaSwitchesWhatGgmlDequantizeUses) {
+  const DequantIsa before = ggml_dequant_force_isa(DequantIsa::scalar);
+  EXPECT_EQ(ggml_dequant_isa(), DequantIsa::scalar);
+  std::vector<uint8_t> q80(34, 0x11);
+  std::vector<float> y(32);
+  std::string error;
+  EXPECT_TRUE(ggml_dequantize(kGgmlQ8_0, q80, y, error)) << error;
+  EXPECT_EQ(ggml_dequant_force_isa(DequantIsa::avx2), DequantIsa::scalar);
+  EXPECT_EQ(ggml_dequant_isa(), ggml_dequant_best_isa());  // clamped to what the CPU runs
+  ggml_dequant_force_isa(before);
+  EXPECT_EQ(ggml_dequant_isa(), before);
+}
+
+TEST(GgmlDequantDispatch, BothIsasRejectTheSameBadArguments) {
+  std::vector<uint8_t> in(35), iq1(56);
+  std::vector<float> out(32), out256(256);
+  std::string error;
+  for (DequantIsa isa : {DequantIsa::scalar, DequantIsa::avx2}) {
+    EXPECT_FALSE(ggml_dequantize_isa(isa, kGgmlQ8_0, in, out, error));
+    EXPECT_FALSE(ggml_dequantize_isa(isa, kGgmlIQ1_M, iq1, out256, error));
+    EXPECT_EQ(error, "unsupported type IQ1_M (id 29)");
+  }
+}
+
+}  // namespace
+}  // namespace ckpt
