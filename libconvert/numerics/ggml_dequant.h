@@ -34,6 +34,11 @@ inline float ggml_e8m0_to_f32_half(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
   return std::bit_cast<float>(bits);
 }
+// The minimum m of q · d + m (Q4_1, Q5_1) as both ISAs add it. When d and m are both NaN
+// the sum's payload would be whichever operand the compiler puts first (it treats the
+// addition as commutative, and gcc and clang order it differently), so the result is
+// defined as d's NaN: the minimum takes d's bits, and either order gives quiet(d).
+inline float ggml_block_minimum(float d, float m) { return (d != d && m != m) ? d : m; }
 
 // True for the types ggml_dequantize handles.
 bool ggml_dequant_supported(int32_t type);

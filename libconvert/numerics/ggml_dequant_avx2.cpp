@@ -5,7 +5,8 @@
 //
 // Bit-identical to the scalar loops, NaN payloads included, because:
 // - every product is exact (gguf.md §5) and the one rounding of the formats with a minimum
-//   is the same IEEE subtraction/addition with the same operands in the same order;
+//   is the same IEEE subtraction/addition of the same operands (an addition of two NaNs is
+//   made order-free by ggml_block_minimum);
 // - no FMA: the target has none ("avx2,f16c"), and the file is built with -ffp-contract=off;
 // - at most one operand of a multiply can be NaN (the block scale; codes are integers), and
 //   x86 returns that operand quieted whatever the order; the i-quant sign is a negation of
@@ -124,7 +125,8 @@ CKPT_AVX2 void q4_0(const uint8_t* b, float* y) {
 }
 
 CKPT_AVX2 void q4_1(const uint8_t* b, float* y) {
-  const __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
+  const float ds = f16_at(b);
+  const __m256 d = _mm256_set1_ps(ds), m = _mm256_set1_ps(ggml_block_minimum(ds, f16_at(b + 2)));
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
   mul_add16_u8(y, d, low_nibbles(v), m);
   mul_add16_u8(y + 16, d, high_nibbles(v), m);
@@ -139,7 +141,8 @@ CKPT_AVX2 void q5_0(const uint8_t* b, float* y) {
 }
 
 CKPT_AVX2 void q5_1(const uint8_t* b, float* y) {
-  const __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
+  const float ds = f16_at(b);
+  const __m256 d = _mm256_set1_ps(ds), m = _mm256_set1_ps(ggml_block_minimum(ds, f16_at(b + 2)));
   const uint32_t qh = ld32(b + 4);
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8));
   mul_add16_u8(y, d, _mm_or_si128(low_nibbles(v), bit16_to_0x10(qh & 0xFFFF)), m);

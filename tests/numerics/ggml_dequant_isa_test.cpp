@@ -196,6 +196,25 @@ TEST_F(GgmlDequantIsaDomain, EveryHalfAndEveryBfloat16) {
   EXPECT_EQ(std::bit_cast<uint32_t>(y[0]), 0x7F802000u);
 }
 
+// Q4_1 / Q5_1 with both the scale d and the minimum m NaN (different payloads): the sum
+// q·d + m is defined as d's NaN, quieted, on both ISAs, whatever operand order the compiler
+// picks (found by fuzz_ggml_dequant: gcc and clang ordered the scalar addition differently).
+TEST_F(GgmlDequantIsaDomain, MinimumFormatsWithTwoNanFieldsGiveTheScalesNan) {
+  for (int32_t type : {kGgmlQ4_1, kGgmlQ5_1}) {
+    const GgmlTypeInfo* info = ggml_type_info(type);
+    std::vector<uint8_t> block = random_bytes(info->type_size);
+    block[0] = 0x12; block[1] = 0x7D;  // d: signalling NaN, payload 0x112
+    block[2] = 0x01; block[3] = 0xFF;  // m: a negative quiet NaN, another payload
+    EXPECT_TRUE(same_on_both(type, block)) << info->name;
+    for (DequantIsa isa : {DequantIsa::scalar, DequantIsa::avx2}) {
+      std::vector<float> y(info->block_size);
+      std::string error;
+      ASSERT_TRUE(ggml_dequantize_isa(isa, type, block, y, error)) << error;
+      for (float v : y) ASSERT_EQ(std::bit_cast<uint32_t>(v), 0x7FE24000u) << info->name << " " << hex(v);
+    }
+  }
+}
+
 // Every E8M0 scale byte with every nibble pair in every position (MXFP4).
 TEST_F(GgmlDequantIsaDomain, Mxfp4EveryScaleTimesEveryCode) {
   std::vector<uint8_t> blocks;
