@@ -40,7 +40,8 @@ inline void add_progress(CLI::App* sub, CommonFlags& c) {
                 "show progress on stderr even when it is not a terminal (a log); -q wins");
 }
 inline void add_json(CLI::App* sub, CommonFlags& c, const std::string& schema) {
-  c.json_option = sub->add_option("--json", c.json, "write the JSON report (" + schema + ") to FILE, or - for stdout");
+  c.json_option = sub->add_option("--json", c.json, "write the JSON report (" + schema + ") to FILE, or - for stdout")
+                      ->type_name("FILE|-");
 }
 inline void add_common(CLI::App* sub, CommonFlags& c, const std::string& quiet_text = "errors only: no progress, no summary") {
   add_quiet(sub, c, quiet_text);

@@ -273,6 +273,7 @@ int main(int argc, char** argv) {
   ia.c.json_option = inspect->add_option("--json", ia.c.json,
                                          "write the JSON report (schemas/inspect.schema.json) to FILE, or - for stdout "
                                          "(also when the input cannot be loaded); `--json PATH` alone is `--json - PATH`")
+                         ->type_name("FILE|-")
                          ->expected(0, 1);
   ckptcli::add_common(inspect, ia.c, "errors only: no summary (the exit code says it)");
   inspect->add_option("--mode", ia.mode, "safetensors header rules: strict (README) or compat (reference)")
