@@ -63,7 +63,9 @@ inline void print_findings(std::string_view prog_sub, const ckpt::Findings& f,
     if (x.severity >= min) std::cerr << ckpt::finding_line(prog_sub, x) << "\n";
 }
 
-// Refuses (usage, after saying why) any of `targets` that would overwrite an input.
+// Refuses (usage, after saying why) any of `targets` that would overwrite an input. "-"
+// is standard output: the human text goes there too, so every command checks it (a stdout
+// opened onto a shard with `1<>shard` is refused, not written).
 inline ckpt::Outcome check_outputs(std::string_view prog_sub, const ckpt::InputSet& inputs,
                                    const std::vector<std::string>& targets) {
   for (const auto& t : targets) {

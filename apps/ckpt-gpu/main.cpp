@@ -36,7 +36,7 @@ Outcome run_verify(const VerifyArgs& a) {
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.path);
   inputs.add_checkpoint(a.reference);
-  if (auto o = ckptcli::check_outputs(kVerify, inputs, {a.c.json}); o != Outcome::ok) return o;
+  if (auto o = ckptcli::check_outputs(kVerify, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   std::unique_ptr<ckpt::DecodeBackend> backend;
   if (a.backend == "emulate") {
     backend = ckpt::make_emulated_backend();

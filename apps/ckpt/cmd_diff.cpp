@@ -22,7 +22,7 @@ ckpt::Outcome run_diff(const DiffArgs& args) {
   ckpt::InputSet inputs;
   inputs.add_checkpoint(args.a);
   inputs.add_checkpoint(args.b);
-  if (auto o = check_outputs(kDiff, inputs, {args.c.json}); o != ckpt::Outcome::ok) return o;
+  if (auto o = check_outputs(kDiff, inputs, {args.c.json, "-"}); o != ckpt::Outcome::ok) return o;
   ckpt::DiffOptions o;
   o.max_reported = args.max;
   const ckpt::DiffReport r = ckpt::diff_models(args.a, args.b, o);

@@ -44,7 +44,7 @@ void print_summary(const ckpt::RepackReport& r, std::ostream& out) {
 ckpt::Outcome run_repack(const RepackArgs& a) {
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.input);
-  if (auto o = check_outputs(kRepack, inputs, {a.c.json}); o != ckpt::Outcome::ok) return o;
+  if (auto o = check_outputs(kRepack, inputs, {a.c.json, "-"}); o != ckpt::Outcome::ok) return o;
   ckpt::RepackOptions o;
   o.align = a.align;
   o.fix_a_log = a.a_log == "fix";

@@ -59,7 +59,7 @@ Outcome run_inspect(InspectArgs& a) {
   if (a.path.empty()) return ckptcli::usage_error(kInspect, "PATH is required");
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.path);
-  if (auto o = ckptcli::check_outputs(kInspect, inputs, {a.c.json}); o != Outcome::ok) return o;
+  if (auto o = ckptcli::check_outputs(kInspect, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   ckpt::StReadOptions options;
   options.mode = parse_mode(a.mode);
   ckpt::LoadedModel model;
@@ -118,7 +118,7 @@ Outcome run_validate(const ValidateArgs& a) {
   inputs.add_checkpoint(a.reference);
   inputs.add_file(a.hub);
   for (const auto& m : a.merge) inputs.add_file(m);
-  if (auto o = ckptcli::check_outputs(kValidate, inputs, {a.c.json}); o != Outcome::ok) return o;
+  if (auto o = ckptcli::check_outputs(kValidate, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   if (!a.merge.empty()) return run_validate_merge(a, inputs);
   if (a.path.empty()) return ckptcli::usage_error(kValidate, "PATH is required (or --merge part-*.json)");
   if (a.profile != "auto" && !ckpt::is_known_profile(a.profile)) {
@@ -177,7 +177,7 @@ Outcome run_convert(const ConvertArgs& a) {
                                           "(repack-experts takes a .gguf)");
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.input);
-  if (auto o = ckptcli::check_outputs(kConvert, inputs, {a.c.json}); o != Outcome::ok) return o;
+  if (auto o = ckptcli::check_outputs(kConvert, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   ckpt::ConvertOptions o;
   o.input = a.input;
   o.output = a.output;

@@ -105,6 +105,12 @@ TEST(Outputs, StdoutRedirectedOntoAnInputIsRefused) {
   const int status = std::system(cmd.c_str());
   EXPECT_EQ(WEXITSTATUS(status), 2) << test::read_text(c.tmp.str("err"));
   EXPECT_EQ(test::read_file(c.shard()), before);
+  // The human report goes to stdout too: the same rule.
+  for (const std::string& args : {"validate " + q(c.dir), "inspect " + q(c.dir), "diff " + q(c.dir) + " " + q(c.dir)}) {
+    const std::string human = test::tool_binary("ckpt") + " " + args + " 1<>" + q(c.shard()) + " 2>/dev/null";
+    EXPECT_EQ(WEXITSTATUS(std::system(human.c_str())), 2) << args;
+    EXPECT_EQ(test::read_file(c.shard()), before) << args;
+  }
 }
 
 TEST(Outputs, DumpRefusesAnotherShardOfTheCheckpoint) {
