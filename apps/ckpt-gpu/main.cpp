@@ -5,12 +5,12 @@
 // usable GPU (use --backend emulate to run the same kernel arithmetic on the host).
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 
+#include "../cli_common.h"
 #include "gpu_bench.h"
 #include "io/atomic_file.h"
 #include "report/verify_report.h"
@@ -19,25 +19,24 @@
 
 namespace {
 
-enum ExitCode : int { kOk = 0, kFindings = 1, kUsage = 2, kIoError = 3, kNoDevice = 4 };
-
-bool emit(const std::string& target, const std::string& text) {
-  std::string error;
-  if (ckpt::write_report(target, text, error)) return true;
-  std::cerr << "ckpt-gpu: " << error << "\n";
-  return false;
-}
+using ckpt::Outcome;
+constexpr const char* kVerify = "ckpt-gpu verify";
+constexpr const char* kBench = "ckpt-gpu bench";
 
 struct VerifyArgs {
-  std::string path, reference, json, backend = "gpu";
+  std::string path, reference, backend = "gpu";
   int device = 0;
   uint64_t tokens = 64, gemm_experts = 4;
   double max_rel_l2 = 0.04;
   size_t max_findings = 200;
-  bool quiet = false;
+  ckptcli::CommonFlags c;
 };
 
-int run_verify(const VerifyArgs& a) {
+Outcome run_verify(const VerifyArgs& a) {
+  ckpt::InputSet inputs;
+  inputs.add_checkpoint(a.path);
+  inputs.add_checkpoint(a.reference);
+  if (auto o = ckptcli::check_outputs(kVerify, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   std::unique_ptr<ckpt::DecodeBackend> backend;
   if (a.backend == "emulate") {
     backend = ckpt::make_emulated_backend();
@@ -45,8 +44,16 @@ int run_verify(const VerifyArgs& a) {
     std::string error;
     backend = ckpt::make_gpu_backend(a.device, error);
     if (!backend) {
-      std::cerr << "ckpt-gpu: no usable GPU: " << error << "\n";
-      return kNoDevice;
+      // No device: still a report (schema-valid, verdict fail) for a script that reads --json.
+      ckpt::VerifyReport r;
+      r.path = a.path;
+      r.reference = a.reference;
+      r.backend = "none";
+      r.findings.error("NO_DEVICE", "", "", std::nullopt,
+                       "no usable GPU: " + error + " (--backend emulate runs the kernels' arithmetic on the host)");
+      ckptcli::print_findings(kVerify, r.findings);
+      const Outcome written = ckptcli::emit(kVerify, a.c.json, ckpt::verify_report_json(r), inputs);
+      return ckpt::worse(Outcome::no_device, written);
     }
   }
   ckpt::VerifyOptions o;
@@ -54,43 +61,39 @@ int run_verify(const VerifyArgs& a) {
   o.tokens = a.tokens;
   o.gemm_experts = a.gemm_experts;
   o.max_rel_l2 = a.max_rel_l2;
-  const bool show = !a.quiet && isatty(STDERR_FILENO);
-  auto last = std::chrono::steady_clock::now();
-  if (show) {
-    o.progress = [&](uint64_t done, uint64_t total) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last < std::chrono::milliseconds(100) && done < total) return;
-      last = now;
-      std::fprintf(stderr, "\r  verified %llu / %llu tensors   ", static_cast<unsigned long long>(done),
-                   static_cast<unsigned long long>(total));
-    };
-  }
+  ckpt::Progress progress(a.c.mode(), "verified", ckpt::Progress::Unit::items, "tensors");
+  o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   const ckpt::VerifyReport r = ckpt::verify_path(a.path, *backend, o);
-  if (show) std::fprintf(stderr, "\r%50s\r", "");
-  if (!a.json.empty() && !emit(a.json, ckpt::verify_report_json(r))) return kIoError;
-  if (!a.quiet && a.json != "-") std::cout << ckpt::verify_report_text(r, a.max_findings);
-  return r.exit_code();
+  progress.finish();
+  const Outcome written = ckptcli::emit(kVerify, a.c.json, ckpt::verify_report_json(r), inputs);
+  if (a.c.human()) std::cout << ckpt::verify_report_text(r, a.max_findings);
+  else if (a.c.quiet) ckptcli::print_findings(kVerify, r.findings, ckpt::Severity::error);
+  return ckpt::worse(ckpt::outcome_of(r), written);
 }
 
 struct BenchArgs {
   int device = 0;
+  ckptcli::CommonFlags c;
   ckpt::GpuBenchOptions options;
 };
 
-int run_bench(const BenchArgs& a) {
+Outcome run_bench(const BenchArgs& a) {
+  if (a.options.gemm_k % 32) return ckptcli::usage_error(kBench, "--k must be a multiple of 32");
   std::string report, error;
   if (!ckpt::run_gpu_benchmarks(a.device, a.options, report, error)) {
-    std::cerr << "ckpt-gpu: " << error << "\n";
-    return kNoDevice;
+    ckptcli::print_error(kBench, "NO_DEVICE", "", error);
+    return Outcome::no_device;
   }
-  std::cout << report;
-  return kOk;
+  if (!a.c.quiet) std::cout << report;
+  return Outcome::ok;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ckpt-gpu: decode checkpoints on the GPU and prove them against the CPU reference"};
+  app.set_version_flag("--version", std::string("ckptkit ") + CKPT_VERSION);
+  app.formatter(std::make_shared<ckptcli::SynopsisFormatter>());
   app.require_subcommand(1);
 
   VerifyArgs v;
@@ -102,12 +105,12 @@ int main(int argc, char** argv) {
   verify->add_option("--device", v.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
   verify->add_option("--backend", v.backend, "gpu (default) or emulate (the kernels' arithmetic on the host)")
       ->check(CLI::IsMember({"gpu", "emulate"}));
-  verify->add_option("--json", v.json, "write the JSON report (schemas/verify-report.schema.json) to FILE or -");
+  ckptcli::add_json(verify, v.c, "schemas/verify-report.schema.json; also with no GPU (exit 4)");
   verify->add_option("--tokens", v.tokens, "rows of random activations per INT8 GEMM check")->check(CLI::Range(1, 4096));
   verify->add_option("--gemm-experts", v.gemm_experts, "experts per fused matrix given the GEMM check (0 = all)");
   verify->add_option("--max-rel-l2", v.max_rel_l2, "largest INT8 GEMM relative L2 error against the original weights");
   verify->add_option("--max-findings", v.max_findings, "findings printed (JSON has all)");
-  verify->add_flag("-q,--quiet", v.quiet, "print nothing but errors");
+  ckptcli::add_common(verify, v.c, "errors only: no progress, no summary");
 
   BenchArgs b;
   auto* bench = app.add_subcommand("bench", "kernel throughput against a device-to-device copy; INT8 GEMM rate");
@@ -117,18 +120,15 @@ int main(int argc, char** argv) {
   bench->add_option("--m", b.options.gemm_m, "GEMM M (tokens)")->check(CLI::Range(1, 65536));
   bench->add_option("--n", b.options.gemm_n, "GEMM N (output channels)")->check(CLI::Range(8, 65536));
   bench->add_option("--k", b.options.gemm_k, "GEMM K, a multiple of 32")->check(CLI::Range(32, 65536));
+  ckptcli::add_common(bench, b.c, "no report (the exit code says whether it ran)");
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? kOk : kUsage;
+    // --help and --version exit 0; every usage mistake exits 2.
+    return app.exit(e) == 0 ? ckpt::exit_code_for(Outcome::ok) : ckpt::exit_code_for(Outcome::usage);
   }
   ckpt::install_signal_cleanup();  // a report's temporary goes with Ctrl-C / kill
-  if (verify->parsed()) return run_verify(v);
-  if (b.options.gemm_k % 32) {
-    std::cerr << "ckpt-gpu: --k must be a multiple of 32\n";
-    return kUsage;
-  }
-  return run_bench(b);
+  if (verify->parsed()) return ckptcli::finish(kVerify, run_verify(v));
+  return ckptcli::finish(kBench, run_bench(b));
 }

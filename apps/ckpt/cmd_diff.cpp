@@ -3,43 +3,33 @@
 #include <iostream>
 #include <memory>
 
+#include "../cli_common.h"
 #include "commands.h"
 #include "diff/diff.h"
-#include "io/atomic_file.h"
 
 namespace ckptcli {
 namespace {
 
+constexpr const char* kDiff = "ckpt diff";
+
 struct DiffArgs {
-  std::string a, b, json;
+  std::string a, b;
   uint64_t max = 50;
-  bool quiet = false;
+  CommonFlags c;
 };
 
-int run_diff(const DiffArgs& args) {
+ckpt::Outcome run_diff(const DiffArgs& args) {
+  ckpt::InputSet inputs;
+  inputs.add_checkpoint(args.a);
+  inputs.add_checkpoint(args.b);
+  if (auto o = check_outputs(kDiff, inputs, {args.c.json, "-"}); o != ckpt::Outcome::ok) return o;
   ckpt::DiffOptions o;
   o.max_reported = args.max;
   const ckpt::DiffReport r = ckpt::diff_models(args.a, args.b, o);
-  for (const auto& f : r.findings.items())
-    std::cerr << "ckpt diff: " << ckpt::severity_name(f.severity) << " " << f.code << ": " << f.file
-              << (f.tensor.empty() ? "" : " [" + f.tensor + "]") << ": " << f.message << "\n";
-  if (!args.json.empty()) {
-    const std::string text = ckpt::diff_report_json(r);
-    std::string error;
-    if (args.json == "-") {
-      std::cout << text << std::flush;
-    } else if (!ckpt::write_file_atomic(args.json, text, error)) {
-      std::cerr << "ckpt diff: " << error << "\n";
-      return kIoError;
-    }
-  }
-  if (args.json != "-" && !args.quiet) std::cout << ckpt::diff_report_text(r) << std::flush;
-  switch (r.status) {
-    case ckpt::DiffStatus::same: return kOk;
-    case ckpt::DiffStatus::different: return kFindings;
-    case ckpt::DiffStatus::bad_input: return kFindings;
-    default: return kIoError;
-  }
+  print_findings(kDiff, r.findings, ckpt::Severity::info);
+  const ckpt::Outcome written = emit(kDiff, args.c.json, ckpt::diff_report_json(r), inputs);
+  if (args.c.human()) std::cout << ckpt::diff_report_text(r);
+  return ckpt::worse(ckpt::outcome_of(r.status), written);
 }
 
 }  // namespace
@@ -47,12 +37,13 @@ int run_diff(const DiffArgs& args) {
 Command add_diff_command(CLI::App& app) {
   auto args = std::make_shared<DiffArgs>();
   Command c;
+  c.name = kDiff;
   c.sub = app.add_subcommand("diff", "Compare two models tensor by tensor (first difference, counts, max abs/rel diff)");
   c.sub->add_option("a", args->a, "first model (checkpoint directory, .safetensors, .gguf, expert pack)")->required();
   c.sub->add_option("b", args->b, "second model")->required();
   c.sub->add_option("--max", args->max, "list at most N tensors (default 50; the counts cover all)");
-  c.sub->add_option("--json", args->json, "write the JSON report to FILE, or - for stdout");
-  c.sub->add_flag("-q,--quiet", args->quiet, "no text report; the exit code says it");
+  add_json(c.sub, args->c, "schemas/diff-report.schema.json");
+  add_common(c.sub, args->c, "no text report; errors only, the exit code says it");
   c.run = [args] { return run_diff(*args); };
   return c;
 }

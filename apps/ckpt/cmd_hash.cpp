@@ -13,6 +13,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "../cli_common.h"
 #include "commands.h"
 #include "hashman/check.h"
 #include "hashman/manifest.h"
@@ -21,39 +22,12 @@
 namespace ckptcli {
 namespace {
 
+constexpr const char* kHash = "ckpt hash";
+
 struct HashArgs {
   std::string path, algo = "xxh3", out, check;
-  bool dequant = false, quiet = false, status = false, no_file_hashes = false;
-};
-
-// "  hash 1.20 / 3.40 GB" on stderr, redrawn at most every 100 ms, only on a terminal.
-class Progress {
- public:
-  Progress(bool enabled, uint64_t total) : enabled_(enabled && isatty(STDERR_FILENO)), total_(total) {}
-  ~Progress() {
-    if (shown_) std::fprintf(stderr, "\r%50s\r", "");
-  }
-  void add(uint64_t n) {
-    if (!enabled_) return;
-    const uint64_t done = done_ += n;
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    if (total_)
-      std::fprintf(stderr, "\r  hash %.2f / %.2f GB   ", static_cast<double>(done) / 1e9, static_cast<double>(total_) / 1e9);
-    else
-      std::fprintf(stderr, "\r  hash %.2f GB   ", static_cast<double>(done) / 1e9);
-    shown_ = true;
-  }
-
- private:
-  bool enabled_;
-  uint64_t total_;
-  std::atomic<uint64_t> done_{0};
-  std::mutex mu_;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point last_{};
+  bool dequant = false, status = false, no_file_hashes = false;
+  CommonFlags c;
 };
 
 uint64_t total_file_bytes(const ckpt::ModelView& v) {
@@ -66,51 +40,42 @@ uint64_t total_file_bytes(const ckpt::ModelView& v) {
   return total;
 }
 
-void print_findings(const ckpt::Findings& f) {
-  for (const auto& x : f.items())
-    std::cerr << "ckpt hash: " << ckpt::severity_name(x.severity) << " " << x.code << ": " << x.file
-              << (x.tensor.empty() ? "" : " [" + x.tensor + "]") << ": " << x.message << "\n";
+ckpt::Outcome failed(const ckpt::Findings& f) {
+  print_findings(kHash, f, ckpt::Severity::error);
+  const ckpt::Outcome o = ckpt::outcome_of(f);
+  return o == ckpt::Outcome::ok ? ckpt::Outcome::io : o;
 }
 
-int exit_for(const ckpt::Findings& f) { return f.has_io_errors() || !f.has_errors() ? kIoError : kFindings; }
-
-int run_make(const HashArgs& a) {
+ckpt::Outcome run_make(const HashArgs& a) {
+  const std::string target = a.out.empty() ? "-" : a.out;
+  ckpt::InputSet inputs;
+  inputs.add_checkpoint(a.path);
+  if (auto o = check_outputs(kHash, inputs, {target}); o != ckpt::Outcome::ok) return o;
   ckpt::HashSource src;
   ckpt::Findings f;
-  if (!ckpt::open_hash_source(a.path, src, f)) {
-    print_findings(f);
-    return exit_for(f);
-  }
+  if (!ckpt::open_hash_source(a.path, src, f)) return failed(f);
   ckpt::HashOptions o;
   o.algos.xxh3 = a.algo != "sha256";
   o.algos.sha256 = a.algo != "xxh3";
   o.dequant = a.dequant;
   o.file_hashes = !a.no_file_hashes;
-  Progress progress(!a.quiet, total_file_bytes(src.view));
+  ckpt::Progress progress(a.c.mode(), "hash");
+  progress.set_total(total_file_bytes(src.view));
   o.on_progress = [&](uint64_t n) { progress.add(n); };
   ckpt::HashManifest m;
   if (!ckpt::build_hash_manifest(src, o, m, f)) {
-    print_findings(f);
-    return kIoError;
+    print_findings(kHash, f, ckpt::Severity::error);
+    return ckpt::Outcome::io;
   }
-  const std::string text = ckpt::hash_manifest_json(m);
-  if (a.out.empty() || a.out == "-") {
-    std::cout << text << std::flush;
-    return std::cout ? kOk : kIoError;
-  }
-  std::string error;
-  if (!ckpt::write_file_atomic(a.out, text, error)) {
-    std::cerr << "ckpt hash: " << error << "\n";
-    return kIoError;
-  }
-  return kOk;
+  progress.finish();
+  return emit(kHash, target, ckpt::hash_manifest_json(m), inputs);
 }
 
-int run_check(const HashArgs& a) {
+ckpt::Outcome run_check(const HashArgs& a) {
   std::ifstream in(a.check, std::ios::binary);
   if (!in) {
-    std::cerr << "ckpt hash: " << a.check << ": cannot read the manifest\n";
-    return kIoError;
+    print_error(kHash, "IO_READ", a.check, "cannot read the manifest");
+    return ckpt::Outcome::io;
   }
   std::string text;
   {
@@ -118,38 +83,34 @@ int run_check(const HashArgs& a) {
     in.seekg(0, std::ios::end);
     const auto size = in.tellg();
     if (size < 0 || static_cast<uint64_t>(size) > ckpt::kMaxHashManifestBytes) {
-      std::cerr << "ckpt hash: " << a.check << ": manifest too large or unreadable\n";
-      return kIoError;
+      print_error(kHash, "IO_READ", a.check, "manifest too large or unreadable");
+      return ckpt::Outcome::io;
     }
     in.seekg(0);
     text.resize(static_cast<size_t>(size));
     if (!in.read(text.data(), size)) {
-      std::cerr << "ckpt hash: " << a.check << ": read failed\n";
-      return kIoError;
+      print_error(kHash, "IO_READ", a.check, "read failed");
+      return ckpt::Outcome::io;
     }
   }
   ckpt::HashManifest expected;
   ckpt::Findings pf;
   if (!ckpt::parse_hash_manifest(text, a.check, expected, pf)) {
-    print_findings(pf);
-    return kFindings;
+    print_findings(kHash, pf, ckpt::Severity::error);
+    return ckpt::Outcome::findings;
   }
   ckpt::HashOptions o;
-  auto progress = std::make_shared<Progress>(!a.quiet && !a.status, 0);
+  auto progress = std::make_shared<ckpt::Progress>(a.status ? ckpt::ProgressMode::off : a.c.mode(), "hash --check");
   o.on_progress = [progress](uint64_t n) { progress->add(n); };
   ckpt::CheckResult r = ckpt::check_hash_manifest(expected, a.path, o);
   progress.reset();
-  if (r.status == ckpt::CheckStatus::io_error || r.status == ckpt::CheckStatus::bad_input) print_findings(r.findings);
+  if (r.status == ckpt::CheckStatus::io_error || r.status == ckpt::CheckStatus::bad_input)
+    print_findings(kHash, r.findings, ckpt::Severity::error);
   if (!a.status) {
-    std::cout << ckpt::check_lines_text(r, a.quiet) << std::flush;
-    if (r.checked && (r.failed || !a.quiet)) std::cerr << ckpt::check_summary_text(r);
+    std::cout << ckpt::check_lines_text(r, a.c.quiet) << std::flush;
+    if (r.checked && (r.failed || !a.c.quiet)) std::cerr << ckpt::check_summary_text(r);
   }
-  switch (r.status) {
-    case ckpt::CheckStatus::ok: return kOk;
-    case ckpt::CheckStatus::mismatch: return kFindings;
-    case ckpt::CheckStatus::bad_input: return kFindings;
-    default: return kIoError;
-  }
+  return ckpt::outcome_of(r.status);
 }
 
 }  // namespace
@@ -157,6 +118,7 @@ int run_check(const HashArgs& a) {
 Command add_hash_command(CLI::App& app) {
   auto args = std::make_shared<HashArgs>();
   Command c;
+  c.name = kHash;
   c.sub = app.add_subcommand("hash", "Hash manifest of a model (per tensor, per file, whole model), or --check one");
   c.sub->add_option("path", args->path,
                     "Checkpoint directory, .safetensors, .gguf or expert pack directory (a directory: every file "
@@ -168,9 +130,10 @@ Command add_hash_command(CLI::App& app) {
   c.sub->add_flag("--no-file-hashes", args->no_file_hashes,
                   "shards get name and size only (tensors in parallel; one SHA-256 pass instead of two); "
                   "config, index, tokenizer and other files are always hashed");
-  c.sub->add_option("-o,--output", args->out, "write the manifest to FILE atomically (default stdout)");
+  c.sub->add_option("-o,--output", args->out,
+                    "write the manifest to FILE atomically, or - for stdout (the default); never over an input");
   c.sub->add_option("-c,--check", args->check, "check PATH against this manifest (NAME: OK / FAILED lines)");
-  c.sub->add_flag("-q,--quiet", args->quiet, "no progress; with --check print only FAILED lines");
+  add_common(c.sub, args->c, "errors only: no progress; with --check print only FAILED lines");
   c.sub->add_flag("--status", args->status, "with --check print nothing; the exit code says it");
   c.run = [args] { return args->check.empty() ? run_make(*args) : run_check(*args); };
   return c;

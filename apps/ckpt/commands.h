@@ -3,16 +3,20 @@
 
 #include <functional>
 
+#include <string>
+
 #include <CLI/CLI.hpp>
+
+#include "core/outcome.h"
 
 namespace ckptcli {
 
-// Documented in the README; scripts depend on them.
-enum ExitCode : int { kOk = 0, kFindings = 1, kUsage = 2, kIoError = 3 };
-
+// A subcommand's run returns its Outcome; main turns it into the exit code (core/outcome.h)
+// after checking stdout (apps/cli_common.h: finish).
 struct Command {
   CLI::App* sub = nullptr;
-  std::function<int()> run;  // called after parsing when `sub` was chosen
+  std::string name;                  // "ckpt dump": the prefix of its error lines
+  std::function<ckpt::Outcome()> run;  // called after parsing when `sub` was chosen
 };
 
 Command add_dump_command(CLI::App& app);    // apps/ckpt/cmd_dump.cpp

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <tbb/global_control.h>
 
+#include "../cli_common.h"
 #include "commands.h"
 #include "convert/convert.h"
 #include "formats/loader.h"
@@ -26,124 +28,103 @@
 
 namespace {
 
-using ckptcli::kFindings;
-using ckptcli::kIoError;
-using ckptcli::kOk;
-using ckptcli::kUsage;
-
-int exit_code_for(const ckpt::Findings& f) {
-  if (f.has_io_errors()) return kIoError;
-  return f.has_errors() ? kFindings : kOk;
-}
-
-// A one-line progress meter on stderr, only when stderr is a terminal.
-class Progress {
- public:
-  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO)) {}
-  ~Progress() {
-    if (shown_) std::fprintf(stderr, "\r%60s\r", "");
-  }
-  void update(uint64_t done, uint64_t total) {
-    if (!enabled_) return;
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_ < std::chrono::milliseconds(100) && done < total) return;
-    last_ = now;
-    double secs = std::chrono::duration<double>(now - start_).count();
-    double pct = total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0;
-    double rate = secs > 0 ? static_cast<double>(done) / secs : 0.0;
-    double eta = rate > 0 && total > done ? static_cast<double>(total - done) / rate : 0.0;
-    std::fprintf(stderr, "\r  %.2f / %.2f GB (%.0f%%) %.2f GB/s, ETA %.0f s   ", static_cast<double>(done) / 1e9,
-                 static_cast<double>(total) / 1e9, pct, rate / 1e9, eta);
-    shown_ = true;
-  }
-
- private:
-  bool enabled_;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_{};
-};
-
-// Writes `text` to stdout for "-" or atomically to a file. False on I/O failure.
-bool emit(const std::string& target, const std::string& text) {
-  std::string error;
-  if (ckpt::write_report(target, text, error)) return true;
-  std::cerr << "ckpt: " << error << "\n";
-  return false;
-}
+using ckpt::Outcome;
+using ckptcli::CommonFlags;
 
 ckpt::StMode parse_mode(const std::string& m) { return m == "compat" ? ckpt::StMode::compat : ckpt::StMode::strict; }
 
+constexpr const char* kInspect = "ckpt inspect";
+constexpr const char* kValidate = "ckpt validate";
+constexpr const char* kConvert = "ckpt convert";
+constexpr const char* kSynth = "ckpt synth";
+
 struct InspectArgs {
   std::string path;
-  bool json = false;
   std::string mode = "strict";
+  CommonFlags c;
 };
 
-int run_inspect(const InspectArgs& a) {
+int inspect_args_fixup(InspectArgs& a) {
+  // `inspect --json PATH` (0.1.0's flag) still means the JSON on stdout.
+  if (a.c.json_option && a.c.json_option->count() > 0 && a.c.json.empty()) a.c.json = "-";
+  if (a.path.empty() && !a.c.json.empty() && a.c.json != "-") {
+    a.path = a.c.json;
+    a.c.json = "-";
+  }
+  return 0;
+}
+
+Outcome run_inspect(InspectArgs& a) {
+  inspect_args_fixup(a);
+  if (a.path.empty()) return ckptcli::usage_error(kInspect, "PATH is required");
+  ckpt::InputSet inputs;
+  inputs.add_checkpoint(a.path);
+  if (auto o = ckptcli::check_outputs(kInspect, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   ckpt::StReadOptions options;
   options.mode = parse_mode(a.mode);
   ckpt::LoadedModel model;
   ckpt::Findings findings;
+  ckpt::InspectSummary summary;
+  Outcome result;
   if (!ckpt::load_model(a.path, options, model, findings)) {
-    for (const auto& f : findings.items()) std::cerr << "ckpt: " << f.file << ": " << f.message << "\n";
-    return exit_code_for(findings);
-  }
-  findings.sort_stable();
-  auto summary = ckpt::inspect_model(model);
-  if (a.json) {
-    if (!emit("-", ckpt::inspect_json(summary, findings))) return kIoError;
+    ckptcli::print_findings(kInspect, findings, ckpt::Severity::error);
+    result = ckpt::outcome_of(findings);
+    if (result == Outcome::ok) result = Outcome::io;
+    summary.path = a.path;  // a report even so: the findings say why
   } else {
-    ckpt::print_inspect_human(summary, findings, std::cout);
+    findings.sort_stable();
+    summary = ckpt::inspect_model(model);
+    result = ckpt::outcome_of(findings);
+    if (a.c.human()) ckpt::print_inspect_human(summary, findings, std::cout);
   }
-  return exit_code_for(findings);
+  return ckpt::worse(result, ckptcli::emit(kInspect, a.c.json, ckpt::inspect_json(summary, findings), inputs));
 }
 
 struct ValidateArgs {
-  std::string path, profile = "auto", json, hub, mode = "strict", reference;
-  bool deep = false, sha256 = false, quiet = false;
+  std::string path, profile = "auto", hub, mode = "strict", reference;
+  bool deep = false, sha256 = false;
   size_t max_findings = 200;
   std::string partition;  // "I/N" or "env"
   unsigned partitions = 0;
   std::vector<std::string> merge;
+  CommonFlags c;
 };
 
 bool resolve_partition(const char* cmd, const std::string& text, unsigned partitions, ckpt::PartitionSpec& spec);
 
-// Prints (human / --json) a report and returns its exit code.
-int emit_validation(const ckpt::ValidationReport& report, const ValidateArgs& a) {
-  bool json_to_stdout = a.json == "-";
-  if (!a.json.empty() && !emit(a.json, ckpt::validation_report_json(report))) return kIoError;
-  if (!json_to_stdout && !a.quiet) ckpt::print_validation_human(report, std::cout, a.max_findings);
-  if (!json_to_stdout && a.quiet) std::cout << ckpt::verdict_line(report) << "\n";
-  return exit_code_for(report.findings);
+// Prints (human / --json) a report and returns its outcome.
+Outcome emit_validation(const ckpt::ValidationReport& report, const ValidateArgs& a, const ckpt::InputSet& inputs) {
+  Outcome o = ckptcli::emit(kValidate, a.c.json, ckpt::validation_report_json(report), inputs);
+  if (a.c.human()) ckpt::print_validation_human(report, std::cout, a.max_findings);
+  if (!a.c.json_to_stdout() && a.c.quiet) std::cout << ckpt::verdict_line(report) << "\n";
+  return ckpt::worse(ckpt::outcome_of(report.findings), o);
 }
 
 // `validate --merge part-*.json`: the single-process report from N partial ones.
-int run_validate_merge(const ValidateArgs& a) {
-  if (!a.path.empty() || !a.partition.empty()) {
-    std::cerr << "ckpt validate: --merge takes only the partial reports (no PATH, no --partition)\n";
-    return kUsage;
-  }
+Outcome run_validate_merge(const ValidateArgs& a, const ckpt::InputSet& inputs) {
+  if (!a.path.empty() || !a.partition.empty())
+    return ckptcli::usage_error(kValidate, "--merge takes only the partial reports (no PATH, no --partition)");
   auto merged = ckpt::merge_validation_reports(a.merge);
   if (merged.status != ckpt::MergeStatus::ok) {
-    std::cerr << "ckpt validate --merge: " << merged.error << "\n";
-    return merged.status == ckpt::MergeStatus::io_error ? kIoError : kUsage;
+    ckptcli::print_error(kValidate, merged.status == ckpt::MergeStatus::io_error ? "IO_READ" : "MERGE", "", merged.error);
+    return ckpt::outcome_of(merged.status);
   }
-  return emit_validation(merged.report, a);
+  return emit_validation(merged.report, a, inputs);
 }
 
-int run_validate(const ValidateArgs& a) {
-  if (!a.merge.empty()) return run_validate_merge(a);
-  if (a.path.empty()) {
-    std::cerr << "ckpt validate: PATH is required (or --merge part-*.json)\n";
-    return kUsage;
-  }
+Outcome run_validate(const ValidateArgs& a) {
+  ckpt::InputSet inputs;
+  inputs.add_checkpoint(a.path);
+  inputs.add_checkpoint(a.reference);
+  inputs.add_file(a.hub);
+  for (const auto& m : a.merge) inputs.add_file(m);
+  if (auto o = ckptcli::check_outputs(kValidate, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
+  if (!a.merge.empty()) return run_validate_merge(a, inputs);
+  if (a.path.empty()) return ckptcli::usage_error(kValidate, "PATH is required (or --merge part-*.json)");
   if (a.profile != "auto" && !ckpt::is_known_profile(a.profile)) {
-    std::cerr << "ckpt validate: unknown profile '" << a.profile << "' (known: auto";
-    for (const auto& n : ckpt::profile_names()) std::cerr << ", " << n;
-    std::cerr << ")\n";
-    return kUsage;
+    std::string known = "auto";
+    for (const auto& n : ckpt::profile_names()) known += ", " + n;
+    return ckptcli::usage_error(kValidate, "unknown profile '" + a.profile + "' (known: " + known + ")");
   }
   ckpt::ValidateOptions options;
   options.profile = a.profile;
@@ -153,16 +134,15 @@ int run_validate(const ValidateArgs& a) {
   options.reference = a.reference;
   options.mode = parse_mode(a.mode);
   if (!a.partition.empty()) {
-    if (!resolve_partition("validate", a.partition, a.partitions, options.partition)) return kUsage;
-    if (!a.reference.empty() || !a.hub.empty()) {
-      std::cerr << "ckpt validate: --partition splits --deep / --sha256 only, not --reference or --hub-sha256\n";
-      return kUsage;
-    }
+    if (!resolve_partition(kValidate, a.partition, a.partitions, options.partition)) return Outcome::usage;
+    if (!a.reference.empty() || !a.hub.empty())
+      return ckptcli::usage_error(kValidate, "--partition splits --deep / --sha256 only, not --reference or --hub-sha256");
   }
-  Progress progress(!a.quiet);
+  ckpt::Progress progress(a.c.mode(), "validate");
   options.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   auto report = ckpt::validate_path(a.path, options);
-  return emit_validation(report, a);
+  progress.finish();
+  return emit_validation(report, a, inputs);
 }
 
 // --partition I/N or env (+ --partitions N) into a spec; false after printing why.
@@ -172,20 +152,32 @@ bool resolve_partition(const char* cmd, const std::string& text, unsigned partit
   if (partitions > 0) count = partitions;
   bool ok = text == "env" ? ckpt::partition_from_env(ckpt::process_env(), count, spec, error)
                           : ckpt::parse_partition(text, spec, error);
-  if (!ok) std::cerr << "ckpt " << cmd << ": " << error << "\n";
+  if (!ok) ckptcli::usage_error(cmd, error);
   return ok;
 }
 
 struct ConvertArgs {
-  std::string input, output, experts = "keep", memory_budget = "1G", json, rounding = "half-away";
+  std::string input, output, experts = "keep", memory_budget = "1G", rounding = "half-away";
   unsigned headroom = 3;
-  bool dry_run = false, resume = false, overwrite = false, quiet = false;
+  bool dry_run = false, resume = false, overwrite = false;
   std::string partition;  // "I/N" or "env"
   unsigned partitions = 0;
   bool finalize = false;
+  CommonFlags c;
 };
 
-int run_convert(const ConvertArgs& a) {
+bool is_gguf_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::path(path).extension() == ".gguf" && !std::filesystem::is_directory(path, ec);
+}
+
+Outcome run_convert(const ConvertArgs& a) {
+  if (is_gguf_file(a.input))
+    return ckptcli::usage_error(kConvert, "'" + a.input + "' is a GGUF file: convert takes a safetensors checkpoint "
+                                          "(repack-experts takes a .gguf)");
+  ckpt::InputSet inputs;
+  inputs.add_checkpoint(a.input);
+  if (auto o = ckptcli::check_outputs(kConvert, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   ckpt::ConvertOptions o;
   o.input = a.input;
   o.output = a.output;
@@ -197,72 +189,70 @@ int run_convert(const ConvertArgs& a) {
                                         : ckpt::ExpertMode::keep;
   o.remap.headroom = a.headroom;
   o.remap.rounding = a.rounding == "half-even" ? ckpt::RemapRounding::half_even : ckpt::RemapRounding::half_away;
-  if (!ckpt::parse_size(a.memory_budget, o.memory_budget)) {
-    std::cerr << "ckpt convert: --memory-budget '" << a.memory_budget << "' is not a size (e.g. 1G, 512M)\n";
-    return kUsage;
-  }
-  if (a.resume && a.overwrite) {
-    std::cerr << "ckpt convert: --resume and --overwrite exclude each other\n";
-    return kUsage;
-  }
-  if (!a.partition.empty() && a.finalize) {
-    std::cerr << "ckpt convert: --partition converts one partition, --finalize checks them all; run them separately\n";
-    return kUsage;
-  }
-  if (!a.partition.empty() && !resolve_partition("convert", a.partition, a.partitions, o.partition)) return kUsage;
+  if (!ckpt::parse_size(a.memory_budget, o.memory_budget))
+    return ckptcli::usage_error(kConvert, "--memory-budget '" + a.memory_budget +
+                                              "' is not a size (a number with K, M, G or T, e.g. 1G, 512M; at least 64M)");
+  if (a.resume && a.overwrite) return ckptcli::usage_error(kConvert, "--resume and --overwrite exclude each other");
+  if (!a.partition.empty() && a.finalize)
+    return ckptcli::usage_error(kConvert, "--partition converts one partition, --finalize checks them all; run them separately");
+  if (!a.partition.empty() && !resolve_partition(kConvert, a.partition, a.partitions, o.partition)) return Outcome::usage;
   o.finalize = a.finalize;
   if (a.finalize) {
     std::string error;
     std::optional<uint32_t> given;
     if (a.partitions > 0) given = a.partitions;
     o.partitions = ckpt::partition_count_from_env(ckpt::process_env(), given, error);
-    if (!error.empty()) {
-      std::cerr << "ckpt convert: " << error << "\n";
-      return kUsage;
-    }
+    if (!error.empty()) return ckptcli::usage_error(kConvert, error);
   }
-  Progress progress(!a.quiet);
+  ckpt::Progress progress(a.c.mode(), "convert");
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
-  auto report = ckpt::convert_checkpoint(o);
-  bool json_to_stdout = a.json == "-";
-  if (!a.json.empty() && !emit(a.json, ckpt::convert_report_json(report, o))) return kIoError;
-  if (!json_to_stdout) ckpt::print_convert_human(report, o, report.status == ckpt::ConvertStatus::ok ? std::cout : std::cerr);
-  switch (report.status) {
-    case ckpt::ConvertStatus::ok: return kOk;
-    case ckpt::ConvertStatus::input_error: return kFindings;
-    case ckpt::ConvertStatus::usage_error: return kUsage;
-    case ckpt::ConvertStatus::io_error: return kIoError;
+  // The plan summary before the first byte is written (a long conversion says what it does).
+  bool plan_shown = false;
+  if (a.c.human()) {
+    o.on_plan = [&](const ckpt::ConvertReport& planned) {
+      std::cout << "plan for " << ckpt::display_escape(o.input) << " -> " << ckpt::display_escape(o.output) << "\n";
+      ckpt::print_convert_plan(planned, o, std::cout);
+      std::cout << std::flush;
+      plan_shown = true;
+    };
   }
-  return kIoError;
+  auto report = ckpt::convert_checkpoint(o);
+  progress.finish();
+  Outcome result = ckpt::outcome_of(report.status);
+  // A dry run that says NOT ENOUGH: the conversion would stop, so the answer is no.
+  if (result == Outcome::ok && report.dry_run && !o.finalize && report.disk_needed > report.disk_free)
+    result = Outcome::findings;
+  const Outcome written = ckptcli::emit(kConvert, a.c.json, ckpt::convert_report_json(report, o), inputs);
+  if (report.status != ckpt::ConvertStatus::ok) {
+    ckptcli::print_findings(kConvert, report.findings, ckpt::Severity::info);
+    std::cerr << kConvert << ": FAILED (" << ckpt::convert_status_name(report.status) << ")\n";
+  } else if (a.c.human()) {
+    ckpt::print_convert_human(report, o, std::cout, plan_shown);
+  }
+  return ckpt::worse(result, written);
 }
 
 struct SynthArgs {
   std::string model, out;
   bool sparse = false, tiny = false, overwrite = false;
   uint64_t seed = 1;
+  CommonFlags c;
 };
 
-int run_synth(const SynthArgs& a) {
-  if (a.model != "deepseek-v4-flash-0731") {
-    std::cerr << "ckpt synth: unknown model '" << a.model << "' (known: deepseek-v4-flash-0731)\n";
-    return kUsage;
-  }
-  if (a.sparse == a.tiny) {
-    std::cerr << "ckpt synth: choose exactly one of --sparse (real sizes, sparse files) or --tiny (small, real data)\n";
-    return kUsage;
-  }
+Outcome run_synth(const SynthArgs& a) {
+  if (a.model != "deepseek-v4-flash-0731")
+    return ckptcli::usage_error(kSynth, "unknown model '" + a.model + "' (known: deepseek-v4-flash-0731)");
+  if (a.sparse == a.tiny)
+    return ckptcli::usage_error(kSynth, "choose exactly one of --sparse (real sizes, sparse files) or --tiny (small, real data)");
   std::string error = ckpt::synth_target_problem(a.out, a.overwrite);
-  if (!error.empty()) {
-    std::cerr << "ckpt synth: " << error << "\n";
-    return kUsage;
-  }
+  if (!error.empty()) return ckptcli::usage_error(kSynth, error);
   auto size = a.sparse ? ckpt::SynthSize::sparse : ckpt::SynthSize::tiny;
   if (!ckpt::synth_deepseek_v4_flash_0731(a.out, size, a.seed, error, a.overwrite)) {
-    std::cerr << "ckpt synth: " << error << "\n";
-    return kIoError;
+    ckptcli::print_error(kSynth, "IO_WRITE", a.out, error);
+    return Outcome::io;
   }
-  std::cout << "wrote " << a.out << "\n";
-  return kOk;
+  if (!a.c.quiet) std::cout << "wrote " << ckpt::display_escape(a.out) << "\n";
+  return Outcome::ok;
 }
 
 }  // namespace
@@ -273,12 +263,19 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global options (--threads) may follow the subcommand
   unsigned threads = 0;
-  app.add_option("--threads", threads, "worker threads (default: all cores)");
+  app.formatter(std::make_shared<ckptcli::SynopsisFormatter>());
+  app.add_option("--threads", threads,
+                 "global, for every subcommand (before or after it): worker threads (default: all cores)");
 
   InspectArgs ia;
   auto* inspect = app.add_subcommand("inspect", "Summarize a checkpoint directory, .safetensors or .gguf file");
-  inspect->add_option("path", ia.path, "checkpoint directory, .safetensors or .gguf file")->required();
-  inspect->add_flag("--json", ia.json, "print JSON (schemas/inspect.schema.json)");
+  inspect->add_option("path", ia.path, "checkpoint directory, .safetensors or .gguf file (required)");
+  ia.c.json_option = inspect->add_option("--json", ia.c.json,
+                                         "write the JSON report (schemas/inspect.schema.json) to FILE, or - for stdout "
+                                         "(also when the input cannot be loaded); `--json PATH` alone is `--json - PATH`")
+                         ->type_name("FILE|-")
+                         ->expected(0, 1);
+  ckptcli::add_common(inspect, ia.c, "errors only: no summary (the exit code says it)");
   inspect->add_option("--mode", ia.mode, "safetensors header rules: strict (README) or compat (reference)")
       ->check(CLI::IsMember({"strict", "compat"}));
 
@@ -293,11 +290,11 @@ int main(int argc, char** argv) {
                        "an empty list or a name listed twice is an error");
   validate->add_option("--reference", va.reference,
                        "the unconverted input: check PATH as its conversion (with --deep: every byte)");
-  validate->add_option("--json", va.json, "write the JSON report to FILE, or - for stdout");
+  ckptcli::add_json(validate, va.c, "schemas/validation-report.schema.json");
   validate->add_option("--mode", va.mode, "safetensors header rules: strict (README) or compat (reference)")
       ->check(CLI::IsMember({"strict", "compat"}));
   validate->add_option("--max-findings", va.max_findings, "findings printed (0 = all; JSON has all)");
-  validate->add_flag("-q,--quiet", va.quiet, "no progress, print only the verdict line");
+  ckptcli::add_common(validate, va.c, "no progress, no findings: print only the verdict line");
   validate->add_option("--partition", va.partition,
                        "I/N or env: deep-read only the files of partition I of N (balanced by bytes); "
                        "merge the N --json reports with --merge");
@@ -317,15 +314,17 @@ int main(int argc, char** argv) {
                       "int8-shift ties: half-away (Triton repack, default) or half-even (its torch fallback)")
       ->check(CLI::IsMember({"half-away", "half-even"}));
   convert->add_flag("--dry-run", ca.dry_run, "plan from the headers and print it; write nothing");
-  convert->add_option("--memory-budget", ca.memory_budget, "peak buffer memory (default 1G)");
+  convert->add_option("--memory-budget", ca.memory_budget,
+                      "peak buffer memory: a number of bytes with an optional binary suffix K, M, G, T (also KiB, "
+                      "MiB, GiB, TiB; B for bytes), at least 64M (default 1G)");
   convert->add_flag("--resume", ca.resume,
                     "finish an interrupted conversion: reuse only shards whose record proves them converted from "
                     "these input bytes with these options by this version; redo the others");
   convert->add_flag("--overwrite", ca.overwrite,
                     "replace a previous ckptkit output: rewrite every shard and remove the files it wrote that this "
                     "conversion does not produce (never a checkpoint ckptkit did not write)");
-  convert->add_flag("-q,--quiet", ca.quiet, "no progress bar");
-  convert->add_option("--json", ca.json, "write the JSON report (plan, totals, config) to FILE, or - for stdout");
+  ckptcli::add_common(convert, ca.c, "errors only: no progress, no plan, no summary");
+  ckptcli::add_json(convert, ca.c, "schemas/convert-report.schema.json: plan, totals, config");
   convert->add_option("--partition", ca.partition,
                       "I/N: convert only the shards of partition I (0-based) of N, balanced by output bytes; "
                       "env: I from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX");
@@ -342,6 +341,7 @@ int main(int argc, char** argv) {
   synth->add_flag("--tiny", sa.tiny, "a small model with the same names, dtypes and block types, random data");
   synth->add_option("--seed", sa.seed, "random seed for --tiny");
   synth->add_flag("--overwrite", sa.overwrite, "write into a non-empty directory, replacing files of the same names");
+  ckptcli::add_common(synth, sa.c, "errors only: no 'wrote' line");
 
   ckptcli::Command dump = ckptcli::add_dump_command(app);
   ckptcli::Command repack = ckptcli::add_repack_command(app);
@@ -351,8 +351,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? kOk : kUsage;
+    // --help and --version exit 0; every usage mistake exits 2.
+    return app.exit(e) == 0 ? ckpt::exit_code_for(Outcome::ok) : ckpt::exit_code_for(Outcome::usage);
   }
   // A file-size limit (RLIMIT_FSIZE) must surface as a write error (EFBIG), not kill us.
   std::signal(SIGXFSZ, SIG_IGN);
@@ -361,13 +361,11 @@ int main(int argc, char** argv) {
   std::optional<tbb::global_control> limit;
   if (threads > 0) limit.emplace(tbb::global_control::max_allowed_parallelism, threads);
 
-  if (*inspect) return run_inspect(ia);
-  if (*validate) return run_validate(va);
-  if (*synth) return run_synth(sa);
-  if (*convert) return run_convert(ca);
-  if (*dump.sub) return dump.run();
-  if (*repack.sub) return repack.run();
-  if (*hash.sub) return hash.run();
-  if (*diff.sub) return diff.run();
-  return kUsage;
+  if (*inspect) return ckptcli::finish(kInspect, run_inspect(ia));
+  if (*validate) return ckptcli::finish(kValidate, run_validate(va));
+  if (*synth) return ckptcli::finish(kSynth, run_synth(sa));
+  if (*convert) return ckptcli::finish(kConvert, run_convert(ca));
+  for (const ckptcli::Command* c : {&dump, &repack, &hash, &diff})
+    if (*c->sub) return ckptcli::finish(c->name, c->run());
+  return ckpt::exit_code_for(Outcome::usage);
 }

@@ -394,6 +394,7 @@ void write_output(const LoadedModel& in, const ConvertOptions& o, const std::vec
              std::to_string(r.disk_free) + " free; nothing was written");
     return;
   }
+  if (o.on_plan) o.on_plan(r);
   bool writes_a_shard = false;
   for (size_t i = 0; i < done.size(); ++i) writes_a_shard |= owned[i] && !done[i];
   if ((!o.partition.active() || writes_a_shard) && !withdraw_completion(o, r)) return;

@@ -16,6 +16,7 @@
 #include "plan/plan.h"
 #include "convert/records.h"  // record_path: where --resume looks for per-shard records
 #include "core/findings.h"
+#include "core/outcome.h"
 
 namespace ckpt {
 
@@ -35,9 +36,17 @@ struct ConvertOptions {
   bool finalize = false;
   std::optional<uint32_t> partitions;  // --finalize: the count that names partitions to rerun
   std::function<void(uint64_t done, uint64_t total)> progress;  // output bytes
+  // Called once the plan and the disk check are done, before the first byte is written
+  // (the CLI prints the plan summary there); may be empty.
+  std::function<void(const struct ConvertReport&)> on_plan;
 };
 
 enum class ConvertStatus { ok, input_error, usage_error, io_error };
+// What a status means for the exit code (core/outcome.h).
+inline Outcome outcome_of(ConvertStatus s) {
+  static constexpr Outcome kOutcome[] = {Outcome::ok, Outcome::findings, Outcome::usage, Outcome::io};
+  return kOutcome[static_cast<int>(s)];
+}
 
 struct ConvertReport {
   ConvertStatus status = ConvertStatus::ok;

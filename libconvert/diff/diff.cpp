@@ -9,6 +9,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include "core/display.h"
 #include "formats/json.h"
 #include "model/value_codec.h"
 #include "hashman/manifest.h"
@@ -260,23 +261,23 @@ DiffReport diff_models(const std::string& pa, const std::string& pb, const DiffO
 std::string diff_report_text(const DiffReport& r) {
   std::string out;
   for (const auto& d : r.diffs) {
-    out += d.name + ": ";
+    out += display_escape(d.name) + ": ";
     if (d.kind == "only_in_a") {
-      out += "only in A (" + d.type_a + " " + shape_text(d.shape_a) + ", " + d.file_a + ")\n";
+      out += "only in A (" + display_escape(d.type_a) + " " + shape_text(d.shape_a) + ", " + display_escape(d.file_a) + ")\n";
     } else if (d.kind == "only_in_b") {
-      out += "only in B (" + d.type_b + " " + shape_text(d.shape_b) + ", " + d.file_b + ")\n";
+      out += "only in B (" + display_escape(d.type_b) + " " + shape_text(d.shape_b) + ", " + display_escape(d.file_b) + ")\n";
     } else if (d.kind == "type" || d.kind == "shape") {
-      out += d.kind + " changed: " + d.type_a + " " + shape_text(d.shape_a) + " -> " + d.type_b + " " +
+      out += d.kind + " changed: " + display_escape(d.type_a) + " " + shape_text(d.shape_a) + " -> " + display_escape(d.type_b) + " " +
              shape_text(d.shape_b) + "\n";
     } else {
-      out += "values differ (" + d.type_a + " " + shape_text(d.shape_a) + ", " + d.file_a + "): " +
+      out += "values differ (" + display_escape(d.type_a) + " " + shape_text(d.shape_a) + ", " + display_escape(d.file_a) + "): " +
              std::to_string(d.differing_elements) + " of " + std::to_string(d.elements) +
              " elements; first at byte " + std::to_string(d.first_byte) + ", element " +
              std::to_string(d.first_element);
       if (d.value_a && d.value_b) out += ": A " + num(*d.value_a) + ", B " + num(*d.value_b);
       out += "; max abs diff " + num(d.max_abs_diff) + ", max rel diff " + num(d.max_rel_diff);
       if (d.nonfinite_mismatches) out += ", " + std::to_string(d.nonfinite_mismatches) + " NaN/Inf mismatches";
-      if (!d.note.empty()) out += " (" + d.note + ")";
+      if (!d.note.empty()) out += " (" + display_escape(d.note) + ")";
       out += "\n";
     }
   }

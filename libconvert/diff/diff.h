@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/findings.h"
+#include "core/outcome.h"
 
 namespace ckpt {
 
@@ -41,6 +42,11 @@ struct DiffOptions {
 };
 
 enum class DiffStatus { same, different, io_error, bad_input };
+// What a status means for the exit code (core/outcome.h): a difference and a bad input are 1.
+inline Outcome outcome_of(DiffStatus s) {
+  static constexpr Outcome kOutcome[] = {Outcome::ok, Outcome::findings, Outcome::io, Outcome::findings};
+  return kOutcome[static_cast<int>(s)];
+}
 
 struct DiffReport {
   DiffStatus status = DiffStatus::same;

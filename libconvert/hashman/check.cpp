@@ -1,5 +1,7 @@
 #include "hashman/check.h"
 
+#include "core/display.h"
+
 #include <map>
 
 namespace ckpt {
@@ -108,8 +110,8 @@ std::string check_lines_text(const CheckResult& r, bool quiet) {
   std::string out;
   auto emit = [&](const CheckLine& l) {
     if (quiet && l.ok) return;
-    out += l.name + ": " + (l.ok ? "OK" : "FAILED");
-    if (!l.ok && !l.why.empty()) out += " (" + l.why + ")";
+    out += display_escape(l.name) + ": " + (l.ok ? "OK" : "FAILED");
+    if (!l.ok && !l.why.empty()) out += " (" + display_escape(l.why) + ")";
     out += "\n";
   };
   for (const auto& l : r.files) emit(l);

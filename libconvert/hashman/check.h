@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/findings.h"
+#include "core/outcome.h"
 #include "hashman/manifest.h"
 
 namespace ckpt {
@@ -19,6 +20,11 @@ struct CheckLine {
 };
 
 enum class CheckStatus { ok, mismatch, io_error, bad_input };
+// What a status means for the exit code (core/outcome.h): a mismatch and a bad input are 1.
+inline Outcome outcome_of(CheckStatus s) {
+  static constexpr Outcome kOutcome[] = {Outcome::ok, Outcome::findings, Outcome::io, Outcome::findings};
+  return kOutcome[static_cast<int>(s)];
+}
 
 struct CheckResult {
   CheckStatus status = CheckStatus::ok;

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "core/outcome.h"
 #include "formats/loader.h"
 
 namespace ckpt {
@@ -24,6 +25,13 @@ enum class DumpError {
   io,           // reading the input failed
   sink,         // the sink returned false (writing the output failed)
 };
+// What a dump failure means for the exit code (core/outcome.h): the input's fault is 1,
+// reading or writing 3.
+inline Outcome outcome_of(DumpError e) {
+  static constexpr Outcome kOutcome[] = {Outcome::ok,       Outcome::findings, Outcome::findings,
+                                         Outcome::findings, Outcome::io,       Outcome::io};
+  return kOutcome[static_cast<int>(e)];
+}
 
 using DumpSink = std::function<bool(std::span<const uint8_t>)>;
 

@@ -731,7 +731,7 @@ std::string repack_report_json(const RepackReport& r) {
   w.begin_object();
   w.key("schema").value("ckptkit/repack-report/v1");
   w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(CKPT_VERSION).end_object();
-  w.key("input").value(r.input).key("out_dir").value(r.out_dir).key("status").value(r.status);
+  w.key("input").value(r.input).key("out_dir").value(r.out_dir).key("status").value(outcome_name(repack_outcome(r.status)));
   w.key("options").begin_object().key("align").value(r.align).key("a_log").value(r.a_log).end_object();
   w.key("source_sha256").value(r.source_sha256);
   w.key("layers").begin_array();

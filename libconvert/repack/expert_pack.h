@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/findings.h"
+#include "core/outcome.h"
 #include "formats/pack_manifest.h"
 
 namespace ckpt {
@@ -32,6 +33,11 @@ struct RepackOptions {
 
 // Status values (the CLI's exit codes).
 enum RepackStatus : int { kRepackOk = 0, kRepackInputError = 1, kRepackUsage = 2, kRepackIoError = 3 };
+// What a status means for the exit code (core/outcome.h), and its JSON `status` name.
+inline Outcome repack_outcome(int status) {
+  static constexpr Outcome kOutcome[] = {Outcome::ok, Outcome::findings, Outcome::usage, Outcome::io};
+  return status >= kRepackOk && status <= kRepackIoError ? kOutcome[status] : Outcome::io;
+}
 
 struct RepackPartStats {
   std::string tensor, role, type;  // role: gate, up, gate_up, down

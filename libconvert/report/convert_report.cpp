@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "core/display.h"
 #include "formats/json_writer.h"
 #include "report/validation_report.h"
 
@@ -91,7 +92,7 @@ void print_partition(const ConvertReport& r, const ConvertOptions& o, std::ostre
       out << (b == r.partition.index ? "  * " : "    ") << b << "/" << r.partition.count << ": "
           << bins[b].items.size() << (bins[b].items.size() == 1 ? " shard, " : " shards, ") << with_commas(bins[b].bytes)
           << " bytes";
-      for (size_t k = 0; k < bins[b].items.size(); ++k) out << (k ? ", " : ": ") << r.plan.shards[bins[b].items[k]].name;
+      for (size_t k = 0; k < bins[b].items.size(); ++k) out << (k ? ", " : ": ") << display_escape(r.plan.shards[bins[b].items[k]].name);
       out << "\n";
     }
   }
@@ -109,15 +110,7 @@ std::vector<uint64_t> shard_file_bytes(const ConversionPlan& plan) {
   return bytes;
 }
 
-const char* convert_status_name(ConvertStatus s) {
-  switch (s) {
-    case ConvertStatus::ok: return "ok";
-    case ConvertStatus::input_error: return "input_error";
-    case ConvertStatus::usage_error: return "usage_error";
-    case ConvertStatus::io_error: return "io_error";
-  }
-  return "io_error";
-}
+const char* convert_status_name(ConvertStatus s) { return outcome_name(outcome_of(s)); }
 
 std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o) {
   JsonWriter w;
@@ -151,26 +144,9 @@ std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o)
   return w.str() + "\n";
 }
 
-void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::ostream& out) {
+// The plan summary: what will be written and the disk it needs (before writing starts).
+void print_convert_plan(const ConvertReport& r, const ConvertOptions& o, std::ostream& out) {
   const ConversionPlan& p = r.plan;
-  for (const auto& f : r.findings.items())
-    out << "  " << severity_name(f.severity) << " " << f.code << " " << (f.file.empty() ? "-" : f.file)
-        << (f.tensor.empty() ? "" : " [" + f.tensor + "]") << ": " << f.message << "\n";
-  if (r.status != ConvertStatus::ok) {
-    out << "ckpt convert: FAILED (" << convert_status_name(r.status) << ")\n";
-    return;
-  }
-  if (o.finalize) {
-    print_partition(r, o, out);
-    out << (r.dry_run ? "checked " : "finalized ") << o.output << "\n";
-    return;
-  }
-  if (r.dry_run) {
-    out << "plan for " << o.input << " -> " << o.output << " (dry run, nothing written)\n";
-    for (const auto& s : p.shards)
-      out << "  " << s.name << ": " << s.converted << " converted, " << s.copied << " copied, " << s.dropped_scales
-          << " scales dropped, " << with_commas(s.file_bytes) << " bytes\n";
-  }
   out << "  tensors " << with_commas(p.tensors_out) << " (" << with_commas(p.converted - p.dequantized_experts)
       << " FP8 -> BF16, ";
   if (p.dequantized_experts) out << with_commas(p.dequantized_experts) << " MXFP4 experts -> BF16, ";
@@ -188,14 +164,36 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
     out << "  experts: " << with_commas(p.dequantized_experts) << " MXFP4 weights to BF16: " << growth << " ("
         << with_commas(p.expert_bytes_in) << " -> " << with_commas(p.expert_bytes_out) << " bytes)\n";
   }
-  for (const auto& [index, st] : r.remap_stats)
-    if (st.overflow || st.vanished_nonzero)
-      out << "  " << p.fused[index].block << " " << p.fused[index].matrix << ": " << st.vanished_nonzero
-          << " nonzero weights remapped to 0, " << st.overflow << " overflows\n";
   if (!o.finalize) print_partition(r, o, out);
   out << "  disk needed " << with_commas(r.disk_needed) << " bytes, free " << with_commas(r.disk_free)
       << (r.dry_run && r.disk_needed > r.disk_free ? " -- NOT ENOUGH: the conversion would stop before writing" : "")
       << "\n";
+}
+
+void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::ostream& out, bool plan_shown) {
+  const ConversionPlan& p = r.plan;
+  for (const auto& f : r.findings.items())
+    out << "  " << finding_text(f) << "\n";
+  if (r.status != ConvertStatus::ok) {
+    out << "ckpt convert: FAILED (" << convert_status_name(r.status) << ")\n";
+    return;
+  }
+  if (o.finalize) {
+    print_partition(r, o, out);
+    out << (r.dry_run ? "checked " : "finalized ") << display_escape(o.output) << "\n";
+    return;
+  }
+  if (r.dry_run) {
+    out << "plan for " << display_escape(o.input) << " -> " << display_escape(o.output) << " (dry run, nothing written)\n";
+    for (const auto& s : p.shards)
+      out << "  " << display_escape(s.name) << ": " << s.converted << " converted, " << s.copied << " copied, " << s.dropped_scales
+          << " scales dropped, " << with_commas(s.file_bytes) << " bytes\n";
+  }
+  if (!plan_shown) print_convert_plan(r, o, out);
+  for (const auto& [index, st] : r.remap_stats)
+    if (st.overflow || st.vanished_nonzero)
+      out << "  " << display_escape(p.fused[index].block) << " " << display_escape(p.fused[index].matrix) << ": " << st.vanished_nonzero
+          << " nonzero weights remapped to 0, " << st.overflow << " overflows\n";
   if (r.dry_run) return;
   char rate[96];
   double gbps = r.seconds > 0 ? static_cast<double>(r.bytes_written) / r.seconds / 1e9 : 0;
@@ -206,7 +204,7 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
         << p.shards.size() << " shards are this partition's; run --finalize when every partition is done\n";
   out << "  read " << with_commas(p.bytes_in) << " bytes, wrote " << r.shards_written << " shards ("
       << r.shards_resumed << " already done), " << with_commas(r.bytes_written) << " bytes in " << rate << "\n";
-  out << "converted " << o.input << " -> " << o.output << "\n";
+  out << "converted " << display_escape(o.input) << " -> " << display_escape(o.output) << "\n";
 }
 
 }  // namespace ckpt

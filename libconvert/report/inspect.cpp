@@ -1,6 +1,7 @@
 #include "report/inspect.h"
 
 #include "formats/json.h"
+#include "core/display.h"
 #include "formats/json_writer.h"
 #include "report/validation_report.h"
 #include "model/structure_hash.h"
@@ -86,28 +87,28 @@ std::string inspect_json(const InspectSummary& s, const Findings& findings) {
 }
 
 void print_inspect_human(const InspectSummary& s, const Findings& findings, std::ostream& out) {
-  out << s.path << "\n";
+  out << display_escape(s.path) << "\n";
   out << "  format        " << s.format << "\n";
-  if (!s.architecture.empty()) out << "  architecture  " << s.architecture << "\n";
+  if (!s.architecture.empty()) out << "  architecture  " << display_escape(s.architecture) << "\n";
   out << "  files         " << s.files << "\n";
   out << "  tensors       " << with_commas(s.tensors) << "\n";
   out << "  payload bytes " << with_commas(s.payload_bytes) << "\n";
   out << "  types:\n";
   for (const auto& [type, st] : s.types)
-    out << "    " << type << std::string(type.size() < 12 ? 12 - type.size() : 1, ' ') << with_commas(st.tensors)
+    out << "    " << display_escape(type) << std::string(type.size() < 12 ? 12 - type.size() : 1, ' ') << with_commas(st.tensors)
         << " tensors, " << with_commas(st.bytes) << " bytes\n";
   if (!s.values.empty()) out << (s.format == "gguf" ? "  metadata:\n" : "  config:\n");
   for (const auto& [k, v] : s.values) {
     std::string shown = v.size() > 100 ? v.substr(0, 97) + "..." : v;
-    out << "    " << k << " = " << shown << "\n";
+    out << "    " << display_escape(k) << " = " << display_escape(shown) << "\n";
   }
   if (!s.side_files.empty()) {
     out << "  side files:";
-    for (const auto& f : s.side_files) out << " " << f;
+    for (const auto& f : s.side_files) out << " " << display_escape(f);
     out << "\n";
   }
   for (const auto& f : findings.items())
-    out << "  " << severity_name(f.severity) << " " << f.code << " " << f.file << ": " << f.message << "\n";
+    out << "  " << finding_text(f) << "\n";
 }
 
 }  // namespace ckpt

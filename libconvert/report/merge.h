@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/outcome.h"
 #include "validate/validate.h"
 
 namespace ckpt {
@@ -22,6 +23,11 @@ std::string inventory_sha256(const ValidationReport& report);
 bool parse_validation_report(std::string_view json, ValidationReport& report, std::string& error);
 
 enum class MergeStatus { ok, usage_error, io_error };
+// What a status means for the exit code (core/outcome.h).
+inline Outcome outcome_of(MergeStatus s) {
+  static constexpr Outcome kOutcome[] = {Outcome::ok, Outcome::usage, Outcome::io};
+  return kOutcome[static_cast<int>(s)];
+}
 
 struct MergeResult {
   MergeStatus status = MergeStatus::ok;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "core/display.h"
 #include "formats/json_writer.h"
 #include "report/merge.h"
 
@@ -85,13 +86,13 @@ std::string verdict_line(const ValidationReport& r) {
   size_t errors = r.findings.count(Severity::error), warnings = r.findings.count(Severity::warning);
   std::string head = r.findings.has_errors() ? "VERDICT: FAIL" : "VERDICT: PASS";
   return head + " - " + std::to_string(errors) + (errors == 1 ? " error, " : " errors, ") +
-         std::to_string(warnings) + (warnings == 1 ? " warning" : " warnings") + " in " + r.path;
+         std::to_string(warnings) + (warnings == 1 ? " warning" : " warnings") + " in " + display_escape(r.path);
 }
 
 void print_validation_human(const ValidationReport& r, std::ostream& out, size_t max_findings) {
-  out << "ckpt validate " << r.path << "\n";
+  out << "ckpt validate " << display_escape(r.path) << "\n";
   if (!r.format.empty())
-    out << "  format " << r.format << ", profile " << r.profile << ", " << r.files.size()
+    out << "  format " << r.format << ", profile " << display_escape(r.profile) << ", " << r.files.size()
         << (r.files.size() == 1 ? " file, " : " files, ") << with_commas(r.tensor_count) << " tensors, "
         << with_commas(r.payload_bytes) << " payload bytes\n";
   size_t shown = 0;
@@ -100,10 +101,7 @@ void print_validation_human(const ValidationReport& r, std::ostream& out, size_t
       out << "  ... and " << (r.findings.items().size() - shown) << " more findings (use --json for all)\n";
       break;
     }
-    out << "  " << severity_name(f.severity) << " " << f.code << " " << (f.file.empty() ? "-" : f.file);
-    if (f.offset) out << " @" << *f.offset;
-    if (!f.tensor.empty()) out << " [" << f.tensor << "]";
-    out << ": " << f.message << "\n";
+    out << "  " << finding_text(f) << "\n";
     ++shown;
   }
   if (r.deep || r.sha256) {
@@ -118,8 +116,8 @@ void print_validation_human(const ValidationReport& r, std::ostream& out, size_t
         << "; merge the " << r.partition.count << " reports with `ckpt validate --merge`\n";
   for (const auto& f : r.files)
     if (!f.sha256.empty() || !f.hub_status.empty())
-      out << "  " << (f.sha256.empty() ? std::string(64, '-') : f.sha256) << "  " << f.name
-          << (f.hub_status.empty() ? "" : "  " + f.hub_status) << "\n";
+      out << "  " << (f.sha256.empty() ? std::string(64, '-') : f.sha256) << "  " << display_escape(f.name)
+          << (f.hub_status.empty() ? "" : "  " + display_escape(f.hub_status)) << "\n";
   out << verdict_line(r) << "\n";
 }
 

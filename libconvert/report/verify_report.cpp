@@ -1,5 +1,7 @@
 #include "report/verify_report.h"
 
+#include "core/display.h"
+
 #include <cstdio>
 #include <map>
 
@@ -34,14 +36,20 @@ std::string verify_report_json(const VerifyReport& r) {
   }
   w.end_array();
   write_findings_json(w, r.findings);
-  w.key("verdict").value(r.exit_code() == 0 ? "pass" : "fail");
+  w.key("verdict").value(outcome_of(r) == Outcome::ok ? "pass" : "fail");
   w.end_object();
   return w.str() + "\n";
 }
 
+Outcome outcome_of(const VerifyReport& r) {
+  const Outcome o = outcome_of(r.findings);
+  return o == Outcome::ok && r.failed() ? Outcome::findings : o;
+}
+
 std::string verify_report_text(const VerifyReport& r, size_t max_findings) {
-  std::string out = "verify " + r.path + (r.reference.empty() ? "" : " against " + r.reference) + " (" + r.kind +
-                    ") on " + r.backend + "\n";
+  std::string out = "verify " + display_escape(r.path) +
+                    (r.reference.empty() ? "" : " against " + display_escape(r.reference)) + " (" + r.kind + ") on " +
+                    display_escape(r.backend) + "\n";
   std::map<std::string, std::pair<uint64_t, uint64_t>> per_check;  // check -> (passed, failed)
   for (const auto& c : r.checks) (c.ok ? per_check[c.check].first : per_check[c.check].second)++;
   for (const auto& [check, counts] : per_check) {
@@ -61,14 +69,15 @@ std::string verify_report_text(const VerifyReport& r, size_t max_findings) {
       out += "  ... " + std::to_string(r.findings.items().size() - max_findings) + " more (see --json)\n";
       break;
     }
-    out += "  " + std::string(f.severity == Severity::error ? "ERROR " : "warning ") + f.code + " " + f.file;
-    if (!f.tensor.empty()) out += " tensor " + f.tensor;
+    out += "  " + std::string(f.severity == Severity::error ? "ERROR " : "warning ") + display_escape(f.code) + " " +
+           display_escape(f.file);
+    if (!f.tensor.empty()) out += " tensor " + display_escape(f.tensor);
     if (f.offset) out += " @" + std::to_string(*f.offset);
-    out += ": " + f.message + "\n";
+    out += ": " + display_escape(f.message) + "\n";
   }
   char line[200];
   std::snprintf(line, sizeof line, "VERDICT: %s - %zu checks, %llu failed, %.1f MB decoded in %.2f s\n",
-                r.exit_code() == 0 ? "PASS" : "FAIL", r.checks.size(), static_cast<unsigned long long>(r.failed()),
+                outcome_of(r) == Outcome::ok ? "PASS" : "FAIL", r.checks.size(), static_cast<unsigned long long>(r.failed()),
                 static_cast<double>(r.input_bytes_decoded) / 1e6, r.seconds);
   return out + line;
 }

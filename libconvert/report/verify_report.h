@@ -4,12 +4,15 @@
 
 #include <string>
 
+#include "core/outcome.h"
 #include "verify/gpu_verify.h"
 
 namespace ckpt {
 
 inline constexpr const char* kVerifySchemaId = "ckptkit/verify-report/v1";
 
+// ok only when no error finding and no failed check (VERIFY_NOTHING is an error finding).
+Outcome outcome_of(const VerifyReport& r);
 std::string verify_report_json(const VerifyReport& r);
 std::string verify_report_text(const VerifyReport& r, size_t max_findings);
 

@@ -136,12 +136,14 @@ TEST(ConvertInt8Shift, DryRunOfThe0731SparseCheckpoint) {
   std::string in = tmp.str("0731");
   ASSERT_EQ(test::run_ckpt("synth deepseek-v4-flash-0731 " + q(in) + " --sparse").exit_code, 0);
   auto r = test::run_ckpt("convert --dry-run --experts int8-shift --json - " + q(in) + " " + q(tmp.str("out")));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A dry run that says NOT ENOUGH exits 1 (this disk may not hold the real-size output).
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err;
   JsonDoc doc;
   std::string error;
   ASSERT_TRUE(doc.parse(r.out, error)) << error;
   auto totals = json_get(doc.root(), "totals");
   ASSERT_TRUE(totals);
+  EXPECT_EQ(r.exit_code, json_int(*totals, "disk_needed") > json_int(*totals, "disk_free") ? 1 : 0);
   // 71,927 - 70,656 per-expert tensors + 46 blocks x 6 fused tensors.
   EXPECT_EQ(json_int(*totals, "tensors"), 1547);
   EXPECT_EQ(json_int(*totals, "remapped_expert_tensors"), 92);

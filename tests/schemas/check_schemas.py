@@ -64,6 +64,16 @@ def main() -> int:
                      ["--json", "-", str(fixtures / "oracle/dsv4-tiny")],
                      ["--json", "-", "--reference", str(fixtures / "oracle/dsv4-tiny"), tmp + "/bf16"]):
             runs.append(("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", *args]))
+        # repack-experts --json: a repack, and a refused one (the same OUT_DIR again, not empty).
+        for out_dir in (tmp + "/pack-json", tmp + "/pack-json"):
+            runs.append(("repack-report.schema.json",
+                         ["repack-experts", "-q", "--json", "-", str(fixtures / "ggml/qwen3next-tiny.gguf"), out_dir]))
+        runs.append(("repack-report.schema.json", ["repack-experts", "--json", "-", "/nonexistent.gguf", tmp + "/pack-none"]))
+        # inspect and ckpt-gpu verify print a report when the input cannot be loaded.
+        runs.append(("inspect.schema.json", ["inspect", "--json", "-", "/nonexistent"]))
+        runs.append(("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", "--json", "-", "/nonexistent"]))
+        # The default GPU backend: a report whether or not this machine has a GPU (exit 4 when not).
+        runs.append(("verify-report.schema.json", [gpu, "verify", "--json", "-", "/nonexistent"]))
         # The expert pack's hash manifest.
         runs.append(("hash-manifest.schema.json", ["hash", "--dequant", tmp + "/pack"]))
         for schema_name, args in runs:
