@@ -6,6 +6,9 @@
 #include <cmath>
 #include <vector>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include "decode.h"
 #include "numerics/ggml_tables.h"
 #include "verify/backend.h"
@@ -14,6 +17,16 @@ namespace ckpt {
 namespace {
 
 using namespace kern;
+
+// The threads of a launch are independent (each writes its own outputs), so the host runs
+// them on all cores in ranges of `grain`; the order within a range is the kernels'.
+template <class Body>
+void for_units(uint64_t n, uint64_t grain, Body body) {
+  tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, std::max<uint64_t>(1, grain)),
+                    [&](const tbb::blocked_range<uint64_t>& r) {
+                      for (uint64_t i = r.begin(); i < r.end(); ++i) body(i);
+                    });
+}
 
 bool fail(std::string& error, const std::string& why) {
   error = why;
@@ -28,6 +41,7 @@ GgmlTables host_tables() {
 class EmulatedBackend final : public DecodeBackend {
  public:
   std::string name() const override { return "emulate (kernel arithmetic on the host)"; }
+  bool concurrent() const override { return true; }  // no state: every call is on its own
 
   bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                    std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
@@ -38,13 +52,13 @@ class EmulatedBackend final : public DecodeBackend {
       return ((row_begin + i / g.cols) / g.block_rows) * scols + (i % g.cols) / g.block_cols;
     };
     if (g.cols % 8 == 0 && g.block_cols % 8 == 0) {  // the kernels' 8-code groups
-      for (uint64_t i = 0; i < w.size(); i += 8) {
-        const uint64_t s = scale_index(i);
+      for_units(w.size() / 8, 8192, [&](uint64_t unit) {
+        const uint64_t i = 8 * unit, s = scale_index(i);
         const Bf16x8 bf = kind == Fp8ScaleKind::e8m0
                               ? fp8_group8_to_bf16(ld32(&w[i]), ld32(&w[i + 4]), scale[s])
                               : fp8_group8_to_bf16(ld32(&w[i]), ld32(&w[i + 4]), bits_to_float(ld32(scale.data() + 4 * s)));
         for (int j = 0; j < 8; ++j) out[i + j] = static_cast<uint16_t>(bf.w[j / 2] >> (16 * (j % 2)));
-      }
+      });
       return true;
     }
     for (uint64_t i = 0; i < w.size(); ++i) {
@@ -62,11 +76,11 @@ class EmulatedBackend final : public DecodeBackend {
                     std::span<float> out, std::string& error) override {
     if (!backend_args::mxfp4_ok(w.size(), scale.size(), rows, k, out.size()))
       return fail(error, "mxfp4_to_f32: bad arguments");
-    for (uint64_t i = 0; i < w.size(); ++i) {  // one byte = elements 2i (low) and 2i+1 (high)
+    for_units(w.size(), 65536, [&](uint64_t i) {  // one byte = elements 2i (low) and 2i+1 (high)
       const uint8_t s = scale[(2 * i) / 32];
       out[2 * i] = kern::mxfp4_to_f32(w[i] & 0xF, s);
       out[2 * i + 1] = kern::mxfp4_to_f32(w[i] >> 4, s);
-    }
+    });
     return true;
   }
 
@@ -75,17 +89,17 @@ class EmulatedBackend final : public DecodeBackend {
     if (!backend_args::int8_shift_ok(tiles.size(), shift2.size(), p, q.size()))
       return fail(error, "decode_int8_shift: bad arguments");
     const uint64_t groups = (p.rows + 7) / 8, words = tiles.size() / 4;
-    for (uint64_t w = 0; w < words; ++w) {  // one GPU thread per tile word
+    for_units(words, 16384, [&](uint64_t w) {  // one GPU thread per tile word
       const uint64_t lane = w % 32, tile = w / 32, ng = tile % groups, kb = tile / groups;
       const uint64_t n = ng * 8 + lane / 4, tid = lane % 4;
-      if (n >= p.rows) continue;
+      if (n >= p.rows) return;
       const Int8x8 v = decode_int8_shift_word(ld32(tiles.data() + 4 * w), int8_shift_of(shift2.data(), groups, n, kb));
       int8_t* row = q.data() + n * p.k + kb * 32;
       for (int i = 0; i < 4; ++i) {
         row[4 * tid + i] = static_cast<int8_t>(v.lo >> (8 * i));
         row[16 + 4 * tid + i] = static_cast<int8_t>(v.hi >> (8 * i));
       }
-    }
+    });
     return true;
   }
 
@@ -114,15 +128,16 @@ class EmulatedBackend final : public DecodeBackend {
       return fail(error, "int8_gemm: bad arguments");
     std::vector<int8_t> q(n * k);
     if (!decode_int8_shift(tiles, shift2, p, q, error)) return false;
-    for (uint64_t r = 0; r < m; ++r) {
-      for (uint64_t c = 0; c < n; ++c) {
+    for_units(m * n, 64, [&](uint64_t rc) {  // one output per thread
+      const uint64_t r = rc / n, c = rc % n;
+      {
         int32_t sum = 0;
         for (uint64_t i = 0; i < k; i += 4) sum = dot4_i8(ld32(reinterpret_cast<const uint8_t*>(a.data() + r * k + i)),
                                                           ld32(reinterpret_cast<const uint8_t*>(q.data() + c * k + i)), sum);
         if (!acc.empty()) acc[r * n + c] = sum;
         out[r * n + c] = f32_to_bf16_rne(mul_rn(mul_rn(static_cast<float>(sum), a_scale[r]), cs[c]));
       }
-    }
+    });
     return true;
   }
 
@@ -133,9 +148,10 @@ class EmulatedBackend final : public DecodeBackend {
       return fail(error, "ggml_to_f32: bad arguments");
     const GgmlTables t = host_tables();
     const uint32_t unit = ggml_gpu_unit(type), units = shape.elems / unit;
-    for (uint64_t b = 0; b < blocks.size() / shape.bytes; ++b)
+    for_units(blocks.size() / shape.bytes, 1024, [&](uint64_t b) {
       for (uint32_t u = 0; u < units; ++u)
         ggml_decode_unit(type, blocks.data() + b * shape.bytes, u, out.data() + b * shape.elems + u * unit, t);
+    });
     return true;
   }
 };
