@@ -4,6 +4,7 @@
 // runs the whole verifier without a device.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include <tbb/blocked_range.h>
@@ -89,15 +90,15 @@ class EmulatedBackend final : public DecodeBackend {
     if (!backend_args::int8_shift_ok(tiles.size(), shift2.size(), p, q.size()))
       return fail(error, "decode_int8_shift: bad arguments");
     const uint64_t groups = (p.rows + 7) / 8, words = tiles.size() / 4;
-    for_units(words, 16384, [&](uint64_t w) {  // one GPU thread per tile word
-      const uint64_t lane = w % 32, tile = w / 32, ng = tile % groups, kb = tile / groups;
-      const uint64_t n = ng * 8 + lane / 4, tid = lane % 4;
-      if (n >= p.rows) return;
-      const Int8x8 v = decode_int8_shift_word(ld32(tiles.data() + 4 * w), int8_shift_of(shift2.data(), groups, n, kb));
-      int8_t* row = q.data() + n * p.k + kb * 32;
-      for (int i = 0; i < 4; ++i) {
-        row[4 * tid + i] = static_cast<int8_t>(v.lo >> (8 * i));
-        row[16 + 4 * tid + i] = static_cast<int8_t>(v.hi >> (8 * i));
+    for_units(words / 32, 512, [&](uint64_t tile) {  // a tile's 32 words: one GPU thread each
+      const uint64_t ng = tile % groups, kb = tile / groups;
+      for (uint64_t lane = 0; lane < 32; ++lane) {
+        const uint64_t w = tile * 32 + lane, n = ng * 8 + lane / 4, tid = lane % 4;
+        if (n >= p.rows) continue;
+        const Int8x8 v = decode_int8_shift_word(ld32(tiles.data() + 4 * w), int8_shift_of(shift2.data(), groups, n, kb));
+        int8_t* row = q.data() + n * p.k + kb * 32;
+        std::memcpy(row + 4 * tid, &v.lo, 4);  // little-endian: byte i of the word is element i
+        std::memcpy(row + 16 + 4 * tid, &v.hi, 4);
       }
     });
     return true;
@@ -131,9 +132,19 @@ class EmulatedBackend final : public DecodeBackend {
     for_units(m * n, 64, [&](uint64_t rc) {  // one output per thread
       const uint64_t r = rc / n, c = rc % n;
       {
-        int32_t sum = 0;
-        for (uint64_t i = 0; i < k; i += 4) sum = dot4_i8(ld32(reinterpret_cast<const uint8_t*>(a.data() + r * k + i)),
-                                                          ld32(reinterpret_cast<const uint8_t*>(q.data() + c * k + i)), sum);
+        // dp4a (dot4_i8) adds four exact products to a wrapping int32 accumulator, so the
+        // sum is the products' sum mod 2^32 in any order: 32 at a time in uint32 (a loop
+        // the compiler vectorizes), the same bits as the kernel's chain of dp4a.
+        const int8_t* ar = a.data() + r * k;
+        const int8_t* qr = q.data() + c * k;
+        uint32_t total = 0;
+        for (uint64_t i = 0; i < k; i += 32) {  // k % 32 == 0 (gemm_ok)
+          uint32_t part = 0;
+          for (int j = 0; j < 32; ++j)
+            part += static_cast<uint32_t>(static_cast<int32_t>(ar[i + j]) * static_cast<int32_t>(qr[i + j]));
+          total += part;
+        }
+        const int32_t sum = static_cast<int32_t>(total);
         if (!acc.empty()) acc[r * n + c] = sum;
         out[r * n + c] = f32_to_bf16_rne(mul_rn(mul_rn(static_cast<float>(sum), a_scale[r]), cs[c]));
       }

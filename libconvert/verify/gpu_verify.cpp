@@ -499,15 +499,35 @@ class CheckpointVerifier : public Verifier {
     if (!w_orig) return;
     // y = x W^T with the original (MXFP4-dequantized) weights, in double: every output on
     // any core, then the sums in the one fixed order (the same value whatever the threads).
+    // Four columns at a time: four independent sums, each in its own order i = 0..k-1.
     std::vector<double> ys(m * n);
-    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, m * n, 256), [&](const tbb::blocked_range<uint64_t>& rr) {
-      for (uint64_t rc = rr.begin(); rc < rr.end(); ++rc) {
-        const uint64_t r = rc / n, col = rc % n;
-        double y = 0;
-        const float* wr = w_orig->data() + col * k;
+    const uint64_t quads = (n + 3) / 4;
+    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, m * quads, 16), [&](const tbb::blocked_range<uint64_t>& rr) {
+      for (uint64_t rq = rr.begin(); rq < rr.end(); ++rq) {
+        const uint64_t r = rq / quads, c0 = (rq % quads) * 4, cols = std::min<uint64_t>(4, n - c0);
         const float* xr = x.data() + r * k;
-        for (uint64_t i = 0; i < k; ++i) y += static_cast<double>(xr[i]) * wr[i];
-        ys[rc] = y;
+        if (cols == 4) {
+          const float *w0 = w_orig->data() + c0 * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+          double y0 = 0, y1 = 0, y2 = 0, y3 = 0;
+          for (uint64_t i = 0; i < k; ++i) {
+            const double xi = xr[i];
+            y0 += xi * w0[i];
+            y1 += xi * w1[i];
+            y2 += xi * w2[i];
+            y3 += xi * w3[i];
+          }
+          ys[r * n + c0] = y0;
+          ys[r * n + c0 + 1] = y1;
+          ys[r * n + c0 + 2] = y2;
+          ys[r * n + c0 + 3] = y3;
+          continue;
+        }
+        for (uint64_t col = c0; col < c0 + cols; ++col) {
+          double y = 0;
+          const float* wr = w_orig->data() + col * k;
+          for (uint64_t i = 0; i < k; ++i) y += static_cast<double>(xr[i]) * wr[i];
+          ys[r * n + col] = y;
+        }
       }
     });
     double num = 0, den = 0;
