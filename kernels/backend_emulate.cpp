@@ -29,6 +29,26 @@ void for_units(uint64_t n, uint64_t grain, Body body) {
                     });
 }
 
+// decode_int8_shift_word by table: byte i of decode_nibbles4(x, shift) depends on nibble i
+// of x alone, so two nibbles (one input byte) give two output bytes, taken from
+// decode_nibbles4 itself for every byte and shift (the same bits, four lookups a word).
+struct NibbleTable {
+  uint16_t t[4][256];
+  NibbleTable() {
+    for (unsigned shift = 0; shift < 4; ++shift)
+      for (unsigned b = 0; b < 256; ++b) t[shift][b] = static_cast<uint16_t>(decode_nibbles4(b, shift) & 0xFFFFu);
+  }
+};
+const NibbleTable& nibble_table() {
+  static const NibbleTable table;
+  return table;
+}
+inline Int8x8 decode_word_fast(uint32_t word, unsigned shift) {
+  const uint16_t* t = nibble_table().t[shift & 3];
+  return Int8x8{t[word & 0xFF] | (uint32_t{t[(word >> 8) & 0xFF]} << 16),
+                t[(word >> 16) & 0xFF] | (uint32_t{t[word >> 24]} << 16)};
+}
+
 bool fail(std::string& error, const std::string& why) {
   error = why;
   return false;
@@ -95,7 +115,7 @@ class EmulatedBackend final : public DecodeBackend {
       for (uint64_t lane = 0; lane < 32; ++lane) {
         const uint64_t w = tile * 32 + lane, n = ng * 8 + lane / 4, tid = lane % 4;
         if (n >= p.rows) continue;
-        const Int8x8 v = decode_int8_shift_word(ld32(tiles.data() + 4 * w), int8_shift_of(shift2.data(), groups, n, kb));
+        const Int8x8 v = decode_word_fast(ld32(tiles.data() + 4 * w), int8_shift_of(shift2.data(), groups, n, kb));
         int8_t* row = q.data() + n * p.k + kb * 32;
         std::memcpy(row + 4 * tid, &v.lo, 4);  // little-endian: byte i of the word is element i
         std::memcpy(row + 16 + 4 * tid, &v.hi, 4);
