@@ -4,7 +4,11 @@
 // runs the whole verifier without a device.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 #include "decode.h"
 #include "numerics/ggml_tables.h"
@@ -14,6 +18,36 @@ namespace ckpt {
 namespace {
 
 using namespace kern;
+
+// The threads of a launch are independent (each writes its own outputs), so the host runs
+// them on all cores in ranges of `grain`; the order within a range is the kernels'.
+template <class Body>
+void for_units(uint64_t n, uint64_t grain, Body body) {
+  tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, std::max<uint64_t>(1, grain)),
+                    [&](const tbb::blocked_range<uint64_t>& r) {
+                      for (uint64_t i = r.begin(); i < r.end(); ++i) body(i);
+                    });
+}
+
+// decode_int8_shift_word by table: byte i of decode_nibbles4(x, shift) depends on nibble i
+// of x alone, so two nibbles (one input byte) give two output bytes, taken from
+// decode_nibbles4 itself for every byte and shift (the same bits, four lookups a word).
+struct NibbleTable {
+  uint16_t t[4][256];
+  NibbleTable() {
+    for (unsigned shift = 0; shift < 4; ++shift)
+      for (unsigned b = 0; b < 256; ++b) t[shift][b] = static_cast<uint16_t>(decode_nibbles4(b, shift) & 0xFFFFu);
+  }
+};
+const NibbleTable& nibble_table() {
+  static const NibbleTable table;
+  return table;
+}
+inline Int8x8 decode_word_fast(uint32_t word, unsigned shift) {
+  const uint16_t* t = nibble_table().t[shift & 3];
+  return Int8x8{t[word & 0xFF] | (uint32_t{t[(word >> 8) & 0xFF]} << 16),
+                t[(word >> 16) & 0xFF] | (uint32_t{t[word >> 24]} << 16)};
+}
 
 bool fail(std::string& error, const std::string& why) {
   error = why;
@@ -28,6 +62,7 @@ GgmlTables host_tables() {
 class EmulatedBackend final : public DecodeBackend {
  public:
   std::string name() const override { return "emulate (kernel arithmetic on the host)"; }
+  bool concurrent() const override { return true; }  // no state: every call is on its own
 
   bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                    std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
@@ -38,13 +73,13 @@ class EmulatedBackend final : public DecodeBackend {
       return ((row_begin + i / g.cols) / g.block_rows) * scols + (i % g.cols) / g.block_cols;
     };
     if (g.cols % 8 == 0 && g.block_cols % 8 == 0) {  // the kernels' 8-code groups
-      for (uint64_t i = 0; i < w.size(); i += 8) {
-        const uint64_t s = scale_index(i);
+      for_units(w.size() / 8, 8192, [&](uint64_t unit) {
+        const uint64_t i = 8 * unit, s = scale_index(i);
         const Bf16x8 bf = kind == Fp8ScaleKind::e8m0
                               ? fp8_group8_to_bf16(ld32(&w[i]), ld32(&w[i + 4]), scale[s])
                               : fp8_group8_to_bf16(ld32(&w[i]), ld32(&w[i + 4]), bits_to_float(ld32(scale.data() + 4 * s)));
         for (int j = 0; j < 8; ++j) out[i + j] = static_cast<uint16_t>(bf.w[j / 2] >> (16 * (j % 2)));
-      }
+      });
       return true;
     }
     for (uint64_t i = 0; i < w.size(); ++i) {
@@ -62,11 +97,11 @@ class EmulatedBackend final : public DecodeBackend {
                     std::span<float> out, std::string& error) override {
     if (!backend_args::mxfp4_ok(w.size(), scale.size(), rows, k, out.size()))
       return fail(error, "mxfp4_to_f32: bad arguments");
-    for (uint64_t i = 0; i < w.size(); ++i) {  // one byte = elements 2i (low) and 2i+1 (high)
+    for_units(w.size(), 65536, [&](uint64_t i) {  // one byte = elements 2i (low) and 2i+1 (high)
       const uint8_t s = scale[(2 * i) / 32];
       out[2 * i] = kern::mxfp4_to_f32(w[i] & 0xF, s);
       out[2 * i + 1] = kern::mxfp4_to_f32(w[i] >> 4, s);
-    }
+    });
     return true;
   }
 
@@ -75,17 +110,17 @@ class EmulatedBackend final : public DecodeBackend {
     if (!backend_args::int8_shift_ok(tiles.size(), shift2.size(), p, q.size()))
       return fail(error, "decode_int8_shift: bad arguments");
     const uint64_t groups = (p.rows + 7) / 8, words = tiles.size() / 4;
-    for (uint64_t w = 0; w < words; ++w) {  // one GPU thread per tile word
-      const uint64_t lane = w % 32, tile = w / 32, ng = tile % groups, kb = tile / groups;
-      const uint64_t n = ng * 8 + lane / 4, tid = lane % 4;
-      if (n >= p.rows) continue;
-      const Int8x8 v = decode_int8_shift_word(ld32(tiles.data() + 4 * w), int8_shift_of(shift2.data(), groups, n, kb));
-      int8_t* row = q.data() + n * p.k + kb * 32;
-      for (int i = 0; i < 4; ++i) {
-        row[4 * tid + i] = static_cast<int8_t>(v.lo >> (8 * i));
-        row[16 + 4 * tid + i] = static_cast<int8_t>(v.hi >> (8 * i));
+    for_units(words / 32, 512, [&](uint64_t tile) {  // a tile's 32 words: one GPU thread each
+      const uint64_t ng = tile % groups, kb = tile / groups;
+      for (uint64_t lane = 0; lane < 32; ++lane) {
+        const uint64_t w = tile * 32 + lane, n = ng * 8 + lane / 4, tid = lane % 4;
+        if (n >= p.rows) continue;
+        const Int8x8 v = decode_word_fast(ld32(tiles.data() + 4 * w), int8_shift_of(shift2.data(), groups, n, kb));
+        int8_t* row = q.data() + n * p.k + kb * 32;
+        std::memcpy(row + 4 * tid, &v.lo, 4);  // little-endian: byte i of the word is element i
+        std::memcpy(row + 16 + 4 * tid, &v.hi, 4);
       }
-    }
+    });
     return true;
   }
 
@@ -114,15 +149,26 @@ class EmulatedBackend final : public DecodeBackend {
       return fail(error, "int8_gemm: bad arguments");
     std::vector<int8_t> q(n * k);
     if (!decode_int8_shift(tiles, shift2, p, q, error)) return false;
-    for (uint64_t r = 0; r < m; ++r) {
-      for (uint64_t c = 0; c < n; ++c) {
-        int32_t sum = 0;
-        for (uint64_t i = 0; i < k; i += 4) sum = dot4_i8(ld32(reinterpret_cast<const uint8_t*>(a.data() + r * k + i)),
-                                                          ld32(reinterpret_cast<const uint8_t*>(q.data() + c * k + i)), sum);
+    for_units(m * n, 64, [&](uint64_t rc) {  // one output per thread
+      const uint64_t r = rc / n, c = rc % n;
+      {
+        // dp4a (dot4_i8) adds four exact products to a wrapping int32 accumulator, so the
+        // sum is the products' sum mod 2^32 in any order: 32 at a time in uint32 (a loop
+        // the compiler vectorizes), the same bits as the kernel's chain of dp4a.
+        const int8_t* ar = a.data() + r * k;
+        const int8_t* qr = q.data() + c * k;
+        uint32_t total = 0;
+        for (uint64_t i = 0; i < k; i += 32) {  // k % 32 == 0 (gemm_ok)
+          uint32_t part = 0;
+          for (int j = 0; j < 32; ++j)
+            part += static_cast<uint32_t>(static_cast<int32_t>(ar[i + j]) * static_cast<int32_t>(qr[i + j]));
+          total += part;
+        }
+        const int32_t sum = static_cast<int32_t>(total);
         if (!acc.empty()) acc[r * n + c] = sum;
         out[r * n + c] = f32_to_bf16_rne(mul_rn(mul_rn(static_cast<float>(sum), a_scale[r]), cs[c]));
       }
-    }
+    });
     return true;
   }
 
@@ -133,9 +179,10 @@ class EmulatedBackend final : public DecodeBackend {
       return fail(error, "ggml_to_f32: bad arguments");
     const GgmlTables t = host_tables();
     const uint32_t unit = ggml_gpu_unit(type), units = shape.elems / unit;
-    for (uint64_t b = 0; b < blocks.size() / shape.bytes; ++b)
+    for_units(blocks.size() / shape.bytes, 1024, [&](uint64_t b) {
       for (uint32_t u = 0; u < units; ++u)
         ggml_decode_unit(type, blocks.data() + b * shape.bytes, u, out.data() + b * shape.elems + u * unit, t);
+    });
     return true;
   }
 };

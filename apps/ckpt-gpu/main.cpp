@@ -3,6 +3,7 @@
 // the kernels against a device-to-device copy. Exit codes: 0 pass, 1 mismatch, invalid
 // input or nothing verifiable (0 checks is never a pass), 2 usage, 3 I/O error, 4 no
 // usable GPU (use --backend emulate to run the same kernel arithmetic on the host).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -11,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "../cli_common.h"
+#include "convert/convert.h"
 #include "gpu_bench.h"
 #include "io/atomic_file.h"
 #include "report/verify_report.h"
@@ -24,13 +26,21 @@ constexpr const char* kVerify = "ckpt-gpu verify";
 constexpr const char* kBench = "ckpt-gpu bench";
 
 struct VerifyArgs {
-  std::string path, reference, backend = "gpu";
+  std::string path, reference, backend = "gpu", memory_budget = "1G";
   int device = 0;
   uint64_t tokens = 64, gemm_experts = 4;
   double max_rel_l2 = 0.04;
   size_t max_findings = 200;
   ckptcli::CommonFlags c;
+  bool stats = false;
 };
+
+// Peak resident memory of this process (getrusage; Linux reports KiB).
+uint64_t peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+}
 
 Outcome run_verify(const VerifyArgs& a) {
   ckpt::InputSet inputs;
@@ -57,6 +67,9 @@ Outcome run_verify(const VerifyArgs& a) {
     }
   }
   ckpt::VerifyOptions o;
+  if (!ckpt::parse_size(a.memory_budget, o.memory_budget) || o.memory_budget == 0) {
+    return ckptcli::usage_error(kVerify, "--memory-budget '" + a.memory_budget + "' is not a size (e.g. 1G, 512M)");
+  }
   o.reference = a.reference;
   o.tokens = a.tokens;
   o.gemm_experts = a.gemm_experts;
@@ -68,6 +81,13 @@ Outcome run_verify(const VerifyArgs& a) {
   const Outcome written = ckptcli::emit(kVerify, a.c.json, ckpt::verify_report_json(r), inputs);
   if (a.c.human()) std::cout << ckpt::verify_report_text(r, a.max_findings);
   else if (a.c.quiet) ckptcli::print_findings(kVerify, r.findings, ckpt::Severity::error);
+  if (a.stats)
+    std::fprintf(stderr,
+                 "ckpt-gpu stats: %.3f s, %llu jobs, %llu in flight (--memory-budget %s), %llu input bytes decoded, "
+                 "peak RSS %llu bytes (%.0f MiB)\n",
+                 r.seconds, static_cast<unsigned long long>(r.jobs), static_cast<unsigned long long>(r.jobs_in_flight),
+                 a.memory_budget.c_str(), static_cast<unsigned long long>(r.input_bytes_decoded),
+                 static_cast<unsigned long long>(peak_rss_bytes()), static_cast<double>(peak_rss_bytes()) / (1 << 20));
   return ckpt::worse(ckpt::outcome_of(r), written);
 }
 
@@ -111,6 +131,10 @@ int main(int argc, char** argv) {
   verify->add_option("--max-rel-l2", v.max_rel_l2, "largest INT8 GEMM relative L2 error against the original weights");
   verify->add_option("--max-findings", v.max_findings, "findings printed (JSON has all)");
   ckptcli::add_common(verify, v.c, "errors only: no progress, no summary");
+  verify->add_option("--memory-budget", v.memory_budget,
+                     "host memory for the buffers of the jobs in flight (default 1G, suffixes K M G T; one job "
+                     "runs even if larger)");
+  verify->add_flag("--stats", v.stats, "print time, jobs in flight and peak RSS to stderr");
 
   BenchArgs b;
   auto* bench = app.add_subcommand("bench", "kernel throughput against a device-to-device copy; INT8 GEMM rate");

@@ -18,6 +18,7 @@
 #include "model/value_codec.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
+#include "io/read_ahead.h"
 #include "repack/expert_pack.h"
 #include "repack/pack_validate.h"
 #include "formats/json_writer.h"
@@ -269,23 +270,21 @@ bool hash_tensor_alone(const MappedFile& mf, const ModelTensor& t, const HashOpt
   return true;
 }
 
-// The file once, in order: every step feeds the file's hashes and the tensor it is in.
+// The file once, in order: a reader thread preads it ahead (io/read_ahead.h), the file's
+// hashes run over every byte on a thread of their own, and this thread feeds each step to
+// the tensor it is in, so the per-file and per-tensor SHA-256 of one byte run on two cores.
 void hash_file(const MappedFile& mf, const ModelView& view, const std::vector<uint32_t>& tensors,
                const HashOptions& o, std::vector<ManifestTensor>& tout, ManifestFile& fout, std::string& error,
                std::vector<uint32_t>& overlapping) {
-  Hashers file;
+  Hashers file;  // outlives the reader: its tap thread feeds it
   file.start(o.algos);
+  ReadAheadOptions ro;
+  ro.tap = [&file](std::span<const uint8_t> bytes) { file.update(bytes); };
+  ReadAhead reader(mf, std::move(ro));
   uint64_t pos = 0;
-  auto advance_to = [&](uint64_t end) {
-    while (pos < end) {
-      const uint64_t n = std::min<uint64_t>(kStepBytes, end - pos);
-      std::span<const uint8_t> bytes;
-      if (!read_step(mf, pos, n, bytes, error)) return false;
-      file.update(bytes);
-      pos += n;
-      if (o.on_progress) o.on_progress(n);
-    }
-    return true;
+  auto skip_to = [&](uint64_t end) {  // bytes only the file hashes need
+    if (end > pos && o.on_progress) o.on_progress(end - pos);
+    pos = std::max(pos, end);
   };
   for (uint32_t i : tensors) {
     const ModelTensor& t = view.tensors[i];
@@ -293,14 +292,13 @@ void hash_file(const MappedFile& mf, const ModelView& view, const std::vector<ui
       overlapping.push_back(i);
       continue;
     }
-    if (!advance_to(t.offset)) return;
+    skip_to(t.offset);
     TensorHasher h(t, o, tout[i]);
-    const uint64_t step = h.step();
+    const uint64_t step = h.step();  // whole units, <= kStepBytes < the read-ahead block
     for (uint64_t done = 0; done < t.nbytes;) {
       const uint64_t n = std::min(step, t.nbytes - done);
       std::span<const uint8_t> bytes;
-      if (!read_step(mf, pos, n, bytes, error)) return;
-      file.update(bytes);
+      if (!reader.read(pos, n, bytes, error)) return;
       h.update(bytes);
       pos += n;
       done += n;
@@ -308,7 +306,8 @@ void hash_file(const MappedFile& mf, const ModelView& view, const std::vector<ui
     }
     h.finish();
   }
-  if (!advance_to(mf.size())) return;
+  skip_to(mf.size());
+  if (!reader.finish(error)) return;
   file.finish(fout.xxh3, fout.sha256);
 }
 

@@ -1,9 +1,12 @@
 #include "io/hash.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <openssl/evp.h>
 #include <xxhash.h>
+
+#include "io/read_ahead.h"
 
 namespace ckpt {
 
@@ -40,6 +43,24 @@ std::string sha256_hex(std::string_view text) {
   Sha256 h;
   h.update(text);
   return h.hex_digest();
+}
+
+bool sha256_file(const MappedFile& file, std::string& hex, std::string& error, size_t block_bytes, unsigned buffers) {
+  Sha256 h;
+  ReadAheadOptions o;
+  o.block_bytes = block_bytes;
+  o.buffers = buffers;
+  ReadAhead reader(file, std::move(o));
+  for (uint64_t pos = 0; pos < file.size();) {
+    const uint64_t n = std::min<uint64_t>(reader.block_bytes(), file.size() - pos);
+    std::span<const uint8_t> bytes;
+    if (!reader.read(pos, n, bytes, error)) return false;
+    h.update(bytes);
+    pos += n;
+  }
+  if (!reader.finish(error)) return false;
+  hex = h.hex_digest();
+  return true;
 }
 
 Xxh3::Xxh3() : state_(XXH3_createState()) { reset(); }

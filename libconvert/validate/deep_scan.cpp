@@ -12,6 +12,7 @@
 #include "core/ggml_types.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
+#include "io/read_ahead.h"
 #include "numerics/float_scan.h"
 #include "numerics/ggml_block_scan.h"
 
@@ -133,33 +134,30 @@ void scan_tensor(const MappedFile& mf, const ModelTensor& t, ValueRule rule, con
 
 // Whole-file pass (--sha256): the file in order once; tensors met on the way are
 // hashed and checked in the same pass, so --deep --sha256 still reads each byte once.
+// A reader thread preads the file ahead (io/read_ahead.h) and the file's SHA-256 runs on
+// a thread of its own over every byte, so one file hashes at the speed of one SHA-256
+// core while this thread checks the tensors.
 void scan_file_in_order(const MappedFile& mf, const ModelView& view, const std::vector<uint32_t>& tensors,
                         const ScanRequest& req, std::vector<TensorScanResult>& results, FileScanResult& out) {
-  Sha256 sha;
-  StepReader reader(mf);
+  Sha256 sha;  // outlives the reader: its tap thread feeds it
+  ReadAheadOptions ro;
+  ro.tap = [&sha](std::span<const uint8_t> bytes) { sha.update(bytes); };
+  ReadAhead reader(mf, std::move(ro));
   uint64_t pos = 0;
-  auto advance_to = [&](uint64_t end) {  // SHA-256 over [pos, end)
-    while (pos < end) {
-      uint64_t n = std::min<uint64_t>(kScanStepBytes, end - pos);
-      std::span<const uint8_t> bytes;
-      if (!reader.read(pos, n, bytes, out.io_error)) return false;
-      sha.update(bytes);
-      pos += n;
-      if (req.on_progress) req.on_progress(n);
-    }
-    return true;
+  auto skip_to = [&](uint64_t end) {  // bytes only the file hash needs
+    if (end > pos && req.on_progress) req.on_progress(end - pos);
+    pos = std::max(pos, end);
   };
   for (uint32_t i : tensors) {
     const ModelTensor& t = view.tensors[i];
     if (t.offset < pos) continue;  // overlaps an earlier tensor: the header check reported it
-    if (!advance_to(t.offset)) return;
+    skip_to(t.offset);
     Xxh3 xxh;
-    const uint64_t step = step_size(cut_unit(t));
+    const uint64_t step = step_size(cut_unit(t));  // <= kScanStepBytes < the read-ahead block
     for (uint64_t done = 0; done < t.nbytes;) {
       uint64_t n = std::min(step, t.nbytes - done);
       std::span<const uint8_t> bytes;
       if (!reader.read(pos, n, bytes, out.io_error)) return;
-      sha.update(bytes);
       scan_step(t, bytes, pos, xxh, results[i], rule_of(req, i));
       pos += n;
       done += n;
@@ -168,7 +166,8 @@ void scan_file_in_order(const MappedFile& mf, const ModelView& view, const std::
     results[i].xxh3 = xxh.digest();
     results[i].scanned = true;
   }
-  if (!advance_to(mf.size())) return;
+  skip_to(mf.size());
+  if (!reader.finish(out.io_error)) return;
   out.sha256 = sha.hex_digest();
   out.bytes_read = mf.size();
 }

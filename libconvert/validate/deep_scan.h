@@ -2,8 +2,10 @@
 // with pread, in steps of at most kScanStepBytes into a per-thread buffer that stays in
 // the core's cache while it is hashed and checked. --deep alone spreads tensors over
 // all cores (each tensor hashed in order); --sha256 walks each file in order (files in
-// parallel) and checks the tensors it meets on the way. Payload memory is
-// threads x kScanStepBytes, whatever the shard size.
+// parallel) and checks the tensors it meets on the way, a reader thread reading ahead
+// and the file's SHA-256 on a thread of its own (io/read_ahead.h). Payload memory is
+// threads x kScanStepBytes for --deep, plus 4 x 4 MiB per file being hashed for --sha256,
+// whatever the shard size.
 #pragma once
 
 #include <atomic>

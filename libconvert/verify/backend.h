@@ -28,6 +28,9 @@ class DecodeBackend {
   virtual std::string name() const = 0;
   // Largest input (bytes) the driver passes to one call.
   virtual uint64_t max_chunk_bytes() const { return uint64_t{64} << 20; }
+  // Whether calls from several threads may overlap. The verifier runs its jobs on all
+  // cores and serializes the calls of a backend that says no (the default).
+  virtual bool concurrent() const { return false; }
 
   // Rows [row_begin, row_begin + weight_rows.size()/g.cols) of an FP8 E4M3 weight with its
   // WHOLE scale grid (E8M0 bytes or F32 little-endian) -> BF16 bits (numerics/fp8.h rules).

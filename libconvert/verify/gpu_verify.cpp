@@ -5,7 +5,16 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <random>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/parallel_reduce.h>
+#include <tbb/task_arena.h>
 
 #include "plan/plan.h"
 #include "core/ggml_types.h"
@@ -57,10 +66,48 @@ std::optional<uint64_t> first_difference(std::span<const T> a, std::span<const T
   return std::nullopt;
 }
 
+// What one job found: its checks and findings, merged into the report in job order, so the
+// report is the same whatever the thread order.
+struct Sink {
+  std::deque<VerifyCheck> checks;  // a deque: references to a check survive later add_check
+  Findings findings;
+  uint64_t input_bytes_decoded = 0;
+  double max_rel_l2 = 0;
+  std::string backend;
+};
+
+// One unit of work (a tensor, an expert, a GGUF tensor or pack part) and the host memory
+// its buffers hold at most while it runs.
+struct Job {
+  uint64_t memory = 0;
+  std::function<void(Sink&)> run;
+};
+
+// Steps of the streaming checks: each job holds a few buffers of at most this many input
+// codes (FP8), output elements (MXFP4, ggml) or bytes (copies), so a job's memory is tens
+// of MiB whatever the tensor size (experts: one expert's matrices, as before).
+constexpr uint64_t kStepElems = uint64_t{4} << 20;
+constexpr uint64_t kCopyStep = uint64_t{8} << 20;
+
+// The first i in [0, n) with bad(i), or nullopt: ranges on all cores, the smallest wins.
+template <class Bad>
+std::optional<uint64_t> first_index(uint64_t n, Bad bad) {
+  constexpr uint64_t kNone = UINT64_MAX;
+  const uint64_t first = tbb::parallel_reduce(
+      tbb::blocked_range<uint64_t>(0, n, 65536), kNone,
+      [&](const tbb::blocked_range<uint64_t>& r, uint64_t best) {
+        for (uint64_t i = r.begin(); i < r.end() && i < best; ++i)
+          if (bad(i)) return i;
+        return best;
+      },
+      [](uint64_t a, uint64_t b) { return std::min(a, b); });
+  return first == kNone ? std::nullopt : std::optional<uint64_t>(first);
+}
+
 // The shared state of one verification and the helpers every mode uses.
 class Verifier {
  public:
-  Verifier(DecodeBackend& backend, const VerifyOptions& o, VerifyReport& r) : be_(backend), o_(o), r_(r) {}
+  Verifier(DecodeBackend& backend, const VerifyOptions& o, Sink& r) : be_(backend), o_(o), r_(r) {}
 
  protected:
   VerifyCheck& add_check(std::string check, std::string tensor, std::string part, uint64_t elements) {
@@ -83,16 +130,11 @@ class Verifier {
     r_.findings.error("IO_READ", err.path, "", offset, err.message);
     return false;
   }
-  void tick() {
-    ++done_;
-    if (o_.progress) o_.progress(done_, total_);
-  }
   uint64_t chunk_bytes() const { return std::max<uint64_t>(1, be_.max_chunk_bytes()); }
 
   DecodeBackend& be_;
   const VerifyOptions& o_;
-  VerifyReport& r_;
-  uint64_t done_ = 0, total_ = 0;
+  Sink& r_;
 };
 
 // ---- safetensors: FP8 pairs, copies and INT8-shift experts ---------------------------
@@ -101,38 +143,106 @@ struct Slabs {
   std::vector<uint8_t> mxfp4, shift2, channel_scale;
 };
 
+uint64_t fp8_job_memory(const ModelTensor& src, const ModelTensor& scale) {
+  const uint64_t cols = src.shape.size() > 1 ? std::max<uint64_t>(1, src.shape[1]) : 1;
+  const uint64_t step = std::min(src.nbytes, std::max(cols, kStepElems - kStepElems % cols));
+  return 2 * scale.nbytes + 7 * step;  // grid (+ f32 copy); codes, BF16 got/want/bytes
+}
+
+uint64_t mxfp4_job_memory(const ModelTensor& w) {
+  const uint64_t k = w.shape.size() > 1 ? std::max<uint64_t>(1, w.shape[1] * 2) : 1;
+  const uint64_t elems = std::min(w.nbytes * 2, std::max(k, kStepElems - kStepElems % k));
+  return elems / 2 + elems / 32 + 2 * elems + 4 * elems;  // codes, scales, OUT's BF16, f32
+}
+
+// One expert of an INT8-shift matrix: its source parts, the slabs got and wanted, the CPU
+// and device decodes; with the GEMM check the original weights, activations and outputs.
+uint64_t expert_job_memory(const RemapParams& p, bool reference, bool gemm, uint64_t tokens) {
+  const uint64_t nk = p.rows * p.k, slabs = remap_mxfp4_bytes(p) + remap_shift2_bytes(p) + p.rows * 4;
+  uint64_t m = (reference ? 2 * slabs + nk / 2 + nk / 32 : slabs) + 2 * nk;
+  if (gemm) m += nk + (reference ? 4 * nk : 0) + tokens * p.k * 14 + tokens * p.rows * 12;
+  return m;
+}
+
 class CheckpointVerifier : public Verifier {
  public:
-  CheckpointVerifier(DecodeBackend& backend, const VerifyOptions& o, VerifyReport& r) : Verifier(backend, o, r) {}
+  CheckpointVerifier(DecodeBackend& backend, const VerifyOptions& o, Sink& r) : Verifier(backend, o, r) {}
 
-  // OUT against the conversion plan of IN.
-  void run_converted(const LoadedModel& in, const LoadedModel& out, const ConversionPlan& plan) {
-    in_ = &in;
-    for (const auto& s : plan.shards) total_ += s.tensors.size();
+  // OUT against the conversion plan of IN: one job per tensor, one per expert of a fused
+  // INT8-shift matrix.
+  static void plan_converted(DecodeBackend& be, const VerifyOptions& o, const LoadedModel& in, const LoadedModel& out,
+                             const ConversionPlan& plan, std::vector<Job>& jobs) {
     for (const auto& shard : plan.shards) {
       for (size_t i = 0; i < shard.tensors.size(); ++i) {
         const PlannedTensor& pt = shard.tensors[i];
         const ModelTensor* dst = out.view.find(shard.writer_tensors[i].name);
         // Missing or mis-sized tensors are findings of the reference check already made.
-        if (dst != nullptr && dst->payload_ok && dst->nbytes == shard.writer_tensors[i].nbytes) {
-          verify_planned(in, out, plan, pt, *dst);
+        if (dst == nullptr || !dst->payload_ok || dst->nbytes != shard.writer_tensors[i].nbytes) continue;
+        // A job running one member check on this tensor.
+        auto job = [&](uint64_t memory, void (CheckpointVerifier::*check)(const LoadedModel&, const LoadedModel&,
+                                                                          const ConversionPlan&, const PlannedTensor&,
+                                                                          const ModelTensor&)) {
+          jobs.push_back({memory, [&be, &o, &in, &out, &plan, &pt, dst, check](Sink& s) {
+                            CheckpointVerifier v(be, o, s);
+                            v.in_ = &in;
+                            (v.*check)(in, out, plan, pt, *dst);
+                          }});
+        };
+        switch (pt.action) {
+          case TensorAction::copy:
+            job(2 * std::min(kCopyStep, dst->nbytes), &CheckpointVerifier::planned_copy);
+            break;
+          case TensorAction::dequant_e8m0:
+          case TensorAction::dequant_f32:
+            job(fp8_job_memory(in.view.tensors[pt.input], in.view.tensors[pt.scale]), &CheckpointVerifier::planned_fp8);
+            break;
+          case TensorAction::dequant_mxfp4:
+            job(mxfp4_job_memory(in.view.tensors[pt.input]), &CheckpointVerifier::planned_mxfp4);
+            break;
+          case TensorAction::remap_mxfp4: {
+            const FusedMatrix& fm = plan.fused[pt.fused];
+            const std::string stem = fm.block + ".ffn.experts." + fm.matrix;
+            const ModelTensor* sh = out.view.find(stem + ".shift2");
+            const ModelTensor* cs = out.view.find(stem + ".channel_scale");
+            if (!sh || !cs || !sh->payload_ok || !cs->payload_ok) break;  // reported by the reference check
+            for (uint64_t e = 0; e < fm.experts; ++e) {
+              const bool gemm = o.gemm_experts == 0 || e < o.gemm_experts;
+              jobs.push_back({expert_job_memory(fm.params, true, gemm, o.tokens),
+                              [&be, &o, &in, &out, &fm, dst, sh, cs, e](Sink& s) {
+                                CheckpointVerifier v(be, o, s);
+                                v.in_ = &in;
+                                v.verify_fused_expert(in, out, fm, *dst, *sh, *cs, e);
+                              }});
+            }
+            break;
+          }
+          case TensorAction::remap_shift2:
+          case TensorAction::remap_channel_scale: break;  // checked with their .mxfp4 tensor
         }
-        tick();
       }
     }
   }
 
   // A checkpoint alone: its FP8 pairs (device against CPU) and its INT8-shift experts.
-  void run_self(const LoadedModel& model, const ConversionPlan* plan) {
-    in_ = &model;
+  static void plan_self(DecodeBackend& be, const VerifyOptions& o, const LoadedModel& model, const ConversionPlan* plan,
+                        std::vector<Job>& jobs) {
     if (plan) {
       for (const auto& shard : plan->shards)
         for (const auto& pt : shard.tensors)
           if (pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32) {
             const ModelTensor& src = model.view.tensors[pt.input];
-            verify_fp8(model, *plan, pt, src, nullptr, nullptr);
+            jobs.push_back({fp8_job_memory(src, model.view.tensors[pt.scale]), [&be, &o, &model, plan, &pt, &src](Sink& s) {
+                              CheckpointVerifier v(be, o, s);
+                              v.in_ = &model;
+                              v.verify_fp8(model, *plan, pt, src, nullptr, nullptr);
+                            }});
           }
     }
+    auto error_job = [&jobs](std::string file, std::string tensor, std::string message) {
+      jobs.push_back({0, [file, tensor, message](Sink& s) {
+                        s.findings.error("VERIFY_LAYOUT", file, tensor, std::nullopt, message);
+                      }});
+    };
     for (const auto& t : model.view.tensors) {
       if (!t.name.ends_with(".mxfp4") || !(t.name.find(".ffn.experts.") != std::string::npos)) continue;
       const std::string stem = t.name.substr(0, t.name.size() - 6);
@@ -140,8 +250,8 @@ class CheckpointVerifier : public Verifier {
       const ModelTensor* cs = model.view.find(stem + ".channel_scale");
       if (!sh || !cs || t.shape.size() != 4 || cs->shape.size() != 2 || !t.payload_ok || !sh->payload_ok ||
           !cs->payload_ok) {
-        r_.findings.error("VERIFY_LAYOUT", model.view.file_of(t), t.name, std::nullopt,
-                          "INT8-shift tensor without matching .shift2 / .channel_scale of the expected ranks");
+        error_job(model.view.file_of(t), t.name,
+                  "INT8-shift tensor without matching .shift2 / .channel_scale of the expected ranks");
         continue;
       }
       RemapParams p;
@@ -150,16 +260,20 @@ class CheckpointVerifier : public Verifier {
       const uint64_t experts = t.shape[0];
       if (experts == 0 || p.rows == 0 || t.nbytes != experts * remap_mxfp4_bytes(p) ||
           sh->nbytes != experts * remap_shift2_bytes(p) || cs->nbytes != experts * p.rows * 4) {
-        r_.findings.error("VERIFY_LAYOUT", model.view.file_of(t), t.name, std::nullopt,
-                          "INT8-shift tensor sizes disagree with [E, K/32, ceil(N/8), 128] / [E, N]");
+        error_job(model.view.file_of(t), t.name, "INT8-shift tensor sizes disagree with [E, K/32, ceil(N/8), 128] / [E, N]");
         continue;
       }
       for (uint64_t e = 0; e < experts; ++e) {
-        Slabs got;
-        if (!read_slabs(model, t, *sh, *cs, p, e, got)) return;
-        std::vector<int8_t> q;
-        if (!verify_decode(model.view.file_of(t), t.name, e, p, got, q)) continue;
-        if (o_.gemm_experts == 0 || e < o_.gemm_experts) verify_gemm(model.view.file_of(t), t.name, e, p, got, q, nullptr);
+        const bool gemm = o.gemm_experts == 0 || e < o.gemm_experts;
+        jobs.push_back({expert_job_memory(p, false, gemm, o.tokens), [&be, &o, &model, &t, sh, cs, p, e, gemm](Sink& s) {
+                          CheckpointVerifier v(be, o, s);
+                          v.in_ = &model;
+                          Slabs got;
+                          if (!v.read_slabs(model, t, *sh, *cs, p, e, got)) return;
+                          std::vector<int8_t> q;
+                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, got, q)) return;
+                          if (gemm) v.verify_gemm(model.view.file_of(t), t.name, e, p, got, q, nullptr);
+                        }});
       }
     }
   }
@@ -167,17 +281,17 @@ class CheckpointVerifier : public Verifier {
  private:
   const MappedFile& file_of(const LoadedModel& m, const ModelTensor& t) { return m.checkpoint.shards[t.file].file; }
 
-  void verify_planned(const LoadedModel& in, const LoadedModel& out, const ConversionPlan& plan, const PlannedTensor& pt,
-                      const ModelTensor& dst) {
-    switch (pt.action) {
-      case TensorAction::copy: verify_copy(in, out, in.view.tensors[pt.input], dst); return;
-      case TensorAction::dequant_e8m0:
-      case TensorAction::dequant_f32: verify_fp8(in, plan, pt, in.view.tensors[pt.input], &out, &dst); return;
-      case TensorAction::dequant_mxfp4: verify_mxfp4_bf16(in, in.view.tensors[pt.input], in.view.tensors[pt.scale], out, dst); return;
-      case TensorAction::remap_mxfp4: verify_fused(in, out, plan.fused[pt.fused], dst); return;
-      case TensorAction::remap_shift2:
-      case TensorAction::remap_channel_scale: return;  // checked with their .mxfp4 tensor
-    }
+  void planned_copy(const LoadedModel& in, const LoadedModel& out, const ConversionPlan&, const PlannedTensor& pt,
+                    const ModelTensor& dst) {
+    verify_copy(in, out, in.view.tensors[pt.input], dst);
+  }
+  void planned_fp8(const LoadedModel& in, const LoadedModel& out, const ConversionPlan& plan, const PlannedTensor& pt,
+                   const ModelTensor& dst) {
+    verify_fp8(in, plan, pt, in.view.tensors[pt.input], &out, &dst);
+  }
+  void planned_mxfp4(const LoadedModel& in, const LoadedModel& out, const ConversionPlan&, const PlannedTensor& pt,
+                     const ModelTensor& dst) {
+    verify_mxfp4_bf16(in, in.view.tensors[pt.input], in.view.tensors[pt.scale], out, dst);
   }
 
   void verify_copy(const LoadedModel& in, const LoadedModel& out, const ModelTensor& src, const ModelTensor& dst) {
@@ -278,10 +392,12 @@ class CheckpointVerifier : public Verifier {
       if (!be_.mxfp4_to_f32(ws, ss, n, k, std::span<float>(f.data(), elems), error))
         return void(backend_failed(c, out.view.file_of(dst), error));
       r_.input_bytes_decoded += ws.size() + ss.size();
-      for (uint64_t i = 0; i < elems; ++i) {
-        const uint16_t got = bf16_from_float_rne(f[i]);
-        const uint16_t want = static_cast<uint16_t>(os[2 * i] | (os[2 * i + 1] << 8));
-        if (got != want) {
+      auto got_of = [&](uint64_t i) { return bf16_from_float_rne(f[i]); };
+      auto want_of = [&](uint64_t i) { return static_cast<uint16_t>(os[2 * i] | (os[2 * i + 1] << 8)); };
+      if (auto bad = first_index(elems, [&](uint64_t i) { return got_of(i) != want_of(i); })) {
+        const uint64_t i = *bad;
+        const uint16_t got = got_of(i), want = want_of(i);
+        {
           const uint64_t element = row * k + i;
           mismatch(c, out.view.file_of(dst), dst.offset + element * 2,
                    "element " + std::to_string(element) + " (row " + std::to_string(element / k) + ", column " +
@@ -361,7 +477,14 @@ class CheckpointVerifier : public Verifier {
     std::vector<uint16_t> out_dev(m * n), out_cpu(m * n);
     if (!be_.int8_gemm(a_dev, s_dev, got.mxfp4, got.shift2, cs, m, p, acc_dev, out_dev, error))
       return void(backend_failed(gc, file, error));
-    int8_gemm_bf16(a_cpu, s_cpu, q_cpu, cs, m, n, k, acc_cpu, out_cpu);
+    // Rows of the product are independent: the CPU reference runs them on all cores.
+    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, m, 1), [&](const tbb::blocked_range<uint64_t>& rr) {
+      const uint64_t r0 = rr.begin(), rows = rr.end() - rr.begin();
+      int8_gemm_bf16(std::span<const int8_t>(a_cpu).subspan(r0 * k, rows * k),
+                     std::span<const float>(s_cpu).subspan(r0, rows), q_cpu, cs, rows, n, k,
+                     std::span<int32_t>(acc_cpu).subspan(r0 * n, rows * n),
+                     std::span<uint16_t>(out_cpu).subspan(r0 * n, rows * n));
+    });
     if (auto i = first_difference<int32_t>(acc_dev, acc_cpu)) {
       return mismatch(gc, file, std::nullopt,
                       part + " output [" + std::to_string(*i / n) + ", " + std::to_string(*i % n) +
@@ -374,18 +497,44 @@ class CheckpointVerifier : public Verifier {
                           hex(out_dev[*i], 4) + " vs CPU " + hex(out_cpu[*i], 4));
     }
     if (!w_orig) return;
-    // y = x W^T with the original (MXFP4-dequantized) weights, in double.
-    double num = 0, den = 0;
-    for (uint64_t r = 0; r < m; ++r) {
-      for (uint64_t col = 0; col < n; ++col) {
-        double y = 0;
-        const float* wr = w_orig->data() + col * k;
+    // y = x W^T with the original (MXFP4-dequantized) weights, in double: every output on
+    // any core, then the sums in the one fixed order (the same value whatever the threads).
+    // Four columns at a time: four independent sums, each in its own order i = 0..k-1.
+    std::vector<double> ys(m * n);
+    const uint64_t quads = (n + 3) / 4;
+    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, m * quads, 16), [&](const tbb::blocked_range<uint64_t>& rr) {
+      for (uint64_t rq = rr.begin(); rq < rr.end(); ++rq) {
+        const uint64_t r = rq / quads, c0 = (rq % quads) * 4, cols = std::min<uint64_t>(4, n - c0);
         const float* xr = x.data() + r * k;
-        for (uint64_t i = 0; i < k; ++i) y += static_cast<double>(xr[i]) * wr[i];
-        const double d = bf16_value(out_dev[r * n + col]) - y;
-        num += d * d;
-        den += y * y;
+        if (cols == 4) {
+          const float *w0 = w_orig->data() + c0 * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+          double y0 = 0, y1 = 0, y2 = 0, y3 = 0;
+          for (uint64_t i = 0; i < k; ++i) {
+            const double xi = xr[i];
+            y0 += xi * w0[i];
+            y1 += xi * w1[i];
+            y2 += xi * w2[i];
+            y3 += xi * w3[i];
+          }
+          ys[r * n + c0] = y0;
+          ys[r * n + c0 + 1] = y1;
+          ys[r * n + c0 + 2] = y2;
+          ys[r * n + c0 + 3] = y3;
+          continue;
+        }
+        for (uint64_t col = c0; col < c0 + cols; ++col) {
+          double y = 0;
+          const float* wr = w_orig->data() + col * k;
+          for (uint64_t i = 0; i < k; ++i) y += static_cast<double>(xr[i]) * wr[i];
+          ys[r * n + col] = y;
+        }
       }
+    });
+    double num = 0, den = 0;
+    for (uint64_t rc = 0; rc < m * n; ++rc) {
+      const double y = ys[rc], d = bf16_value(out_dev[rc]) - y;
+      num += d * d;
+      den += y * y;
     }
     const double rel = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
     gc.rel_l2 = rel;
@@ -399,17 +548,18 @@ class CheckpointVerifier : public Verifier {
   }
 
   // One fused INT8-shift matrix of OUT against the remap of IN's MXFP4 experts.
-  void verify_fused(const LoadedModel& in, const LoadedModel& out, const FusedMatrix& fm, const ModelTensor& mx) {
-    const std::string stem = fm.block + ".ffn.experts." + fm.matrix;
-    const ModelTensor* sh = out.view.find(stem + ".shift2");
-    const ModelTensor* cs = out.view.find(stem + ".channel_scale");
-    if (!sh || !cs || !sh->payload_ok || !cs->payload_ok) return;  // reported by the reference check
+  // Expert e of one fused INT8-shift matrix of OUT against the remap of IN's MXFP4 experts.
+  void verify_fused_expert(const LoadedModel& in, const LoadedModel& out, const FusedMatrix& fm, const ModelTensor& mx,
+                           const ModelTensor& sh_t, const ModelTensor& cs_t, uint64_t e) {
+    const ModelTensor* sh = &sh_t;
+    const ModelTensor* cs = &cs_t;
     const RemapParams& p = fm.params;
     const std::string file = out.view.file_of(mx);
-    for (uint64_t e = 0; e < fm.experts; ++e) {
+    {
       // The input experts of this slab, stacked (w13 = w1 rows then w3 rows).
       std::vector<std::vector<uint8_t>> bufs;
       std::vector<RemapPart> parts;
+      bufs.reserve(2 * fm.parts[e].size());  // parts point into bufs
       for (const auto& [wi, si] : fm.parts[e]) {
         const ModelTensor& w = in.view.tensors[wi];
         const ModelTensor& s = in.view.tensors[si];
@@ -430,14 +580,14 @@ class CheckpointVerifier : public Verifier {
         bc.ok = false;
         r_.findings.error("VERIFY_INPUT", in.path, mx.name, std::nullopt,
                           "the reference experts cannot be remapped (expert " + std::to_string(e) + ")");
-        continue;
+        return;
       }
-      if (!compare_slabs(bc, out, mx, *sh, *cs, p, e, got, want)) continue;
+      if (!compare_slabs(bc, out, mx, *sh, *cs, p, e, got, want)) return;
       std::vector<int8_t> q;
-      if (!verify_decode(file, mx.name, e, p, got, q)) continue;
-      if (o_.gemm_experts != 0 && e >= o_.gemm_experts) continue;
+      if (!verify_decode(file, mx.name, e, p, got, q)) return;
+      if (o_.gemm_experts != 0 && e >= o_.gemm_experts) return;
       std::vector<float> w_orig;
-      if (!verify_mxfp4(file, mx.name, e, p, parts, w_orig)) continue;
+      if (!verify_mxfp4(file, mx.name, e, p, parts, w_orig)) return;
       verify_gemm(file, mx.name, e, p, got, q, &w_orig);
     }
   }
@@ -487,11 +637,15 @@ class CheckpointVerifier : public Verifier {
       std::string error;
       if (!be_.mxfp4_to_f32(part.weight, part.scale, part.rows, p.k, dst, error)) return backend_failed(c, file, error);
       r_.input_bytes_decoded += part.weight.size() + part.scale.size();
-      for (uint64_t i = 0; i < dst.size(); ++i) {
+      auto want_of = [&](uint64_t i) {
         const uint8_t byte = part.weight[i / 2], code = (i % 2) ? byte >> 4 : byte & 15;
         const double mag = std::ldexp(std::abs(static_cast<double>(kE2m1LutX2[code])), part.scale[i / 32] - 128);
-        const float want = static_cast<float>((code & 8) ? -mag : mag);  // code 8 is -0
-        if (f32_bits(want) != f32_bits(dst[i])) {
+        return static_cast<float>((code & 8) ? -mag : mag);  // code 8 is -0
+      };
+      if (auto bad = first_index(dst.size(), [&](uint64_t i) { return f32_bits(want_of(i)) != f32_bits(dst[i]); })) {
+        const uint64_t i = *bad;
+        const float want = want_of(i);
+        {
           mismatch(c, file, std::nullopt,
                    "expert " + std::to_string(e) + " original weight [" + std::to_string(row0 + i / p.k) + ", " +
                        std::to_string(i % p.k) + "]: device " + fmt(dst[i]) + " vs CPU " + fmt(want));
@@ -510,7 +664,20 @@ class CheckpointVerifier : public Verifier {
 
 class GgufVerifier : public Verifier {
  public:
-  GgufVerifier(DecodeBackend& backend, const VerifyOptions& o, VerifyReport& r) : Verifier(backend, o, r) {}
+  GgufVerifier(DecodeBackend& backend, const VerifyOptions& o, Sink& r) : Verifier(backend, o, r) {}
+
+  static uint64_t rows_per_step(uint64_t row_bytes, uint64_t row_elems, uint64_t chunk) {
+    return std::max<uint64_t>(1, std::min(chunk / std::max<uint64_t>(1, row_bytes), kStepElems / std::max<uint64_t>(1, row_elems)));
+  }
+  // Two input steps and two f32 steps (device and CPU).
+  static uint64_t job_memory(int32_t type, uint64_t row_elems, uint64_t bytes, uint64_t chunk) {
+    const GgmlTypeInfo* info = ggml_type_info(type);
+    if (!info || info->block_size == 0 || info->type_size == 0 || row_elems % info->block_size || bytes == 0) return 0;
+    const uint64_t row_bytes = row_elems / info->block_size * info->type_size;
+    if (row_bytes == 0) return 0;
+    const uint64_t rows = std::min(rows_per_step(row_bytes, row_elems, chunk), std::max<uint64_t>(1, bytes / row_bytes));
+    return rows * (2 * row_bytes + 8 * row_elems);
+  }
 
   // Dequantizes `bytes` of type `type` (whole rows of `row_elems`) read from `src` at
   // `src_offset` on the device; the CPU dequantizes `ref` at `ref_offset` (the same bytes,
@@ -536,8 +703,7 @@ class GgufVerifier : public Verifier {
       return;
     }
     c.elements = bytes / row_bytes * row_elems;
-    const uint64_t rows_per_step = std::max<uint64_t>(1, chunk_bytes() / row_bytes);
-    const uint64_t step = std::min(rows_per_step * row_bytes, bytes);
+    const uint64_t step = std::min(rows_per_step(row_bytes, row_elems, chunk_bytes()) * row_bytes, bytes);
     std::vector<uint8_t> dev_in(step), cpu_in(step);
     std::vector<float> got(step / row_bytes * row_elems), want(got.size());
     for (uint64_t done = 0; done < bytes; done += step) {
@@ -566,45 +732,146 @@ class GgufVerifier : public Verifier {
     }
   }
 
-  void run_gguf(const LoadedModel& model) {
-    total_ = model.view.tensors.size();
-    run_gguf_tensors(model);
-  }
-
-  void run_gguf_tensors(const LoadedModel& model) {
+  static void plan_gguf(DecodeBackend& be, const VerifyOptions& o, const LoadedModel& model, std::vector<Job>& jobs) {
     for (const auto& t : model.view.tensors) {
-      if (t.payload_ok && !t.shape.empty())
-        verify_range(t.name, "", t.ggml_type, t.shape[0], t.nbytes, model.gguf_file, t.offset, model.gguf_file, t.offset);
-      tick();
+      if (!t.payload_ok || t.shape.empty()) {
+        jobs.push_back({0, [](Sink&) {}});  // counted in the progress, as before
+        continue;
+      }
+      jobs.push_back({job_memory(t.ggml_type, t.shape[0], t.nbytes, be.max_chunk_bytes()), [&be, &o, &model, &t](Sink& s) {
+                        GgufVerifier(be, o, s).verify_range(t.name, "", t.ggml_type, t.shape[0], t.nbytes,
+                                                            model.gguf_file, t.offset, model.gguf_file, t.offset);
+                      }});
     }
   }
+};
 
-  void run_pack(const std::string& dir, const PackManifest& m, const std::string& reference) {
-    MappedFile experts, ref;
+// An expert pack: every blob part against its source slice, then the dense remainder. The
+// files opened here outlive the jobs that read them.
+struct PackPlan {
+  MappedFile experts, ref;
+  LoadedModel dense;
+  bool have_dense = false;
+
+  bool plan(DecodeBackend& be, const VerifyOptions& o, const std::string& dir, const PackManifest& m,
+            const std::string& reference, std::vector<Job>& jobs, Findings& findings) {
     IoError err;
     if (!experts.open((fs::path(dir) / m.experts_name).string(), err) || (!reference.empty() && !ref.open(reference, err))) {
-      r_.findings.error("IO_OPEN", err.path, "", std::nullopt, err.message);
-      return;
+      findings.error("IO_OPEN", err.path, "", std::nullopt, err.message);
+      return false;
     }
-    LoadedModel dense;
     Findings df;
-    const bool have_dense = load_model((fs::path(dir) / m.dense_name).string(), StReadOptions{}, dense, df) &&
-                            !df.has_errors() && dense.format == ModelFormat::gguf;
-    for (const auto& b : m.blobs) total_ += b.parts.size();
-    if (have_dense) total_ += dense.view.tensors.size();
+    have_dense = load_model((fs::path(dir) / m.dense_name).string(), StReadOptions{}, dense, df) && !df.has_errors() &&
+                 dense.format == ModelFormat::gguf;
     for (const auto& b : m.blobs) {
       for (const auto& p : b.parts) {
         // validate_expert_pack has range-checked every part against experts.bin and the source.
         const MappedFile& cpu_src = reference.empty() ? experts : ref;
         const uint64_t cpu_off = reference.empty() ? b.offset + p.offset : p.source_offset;
-        verify_range(p.tensor, pack_blob_name(b), static_cast<int32_t>(p.type_id), p.ne0, p.size, experts,
-                     b.offset + p.offset, cpu_src, cpu_off);
-        tick();
+        jobs.push_back({GgufVerifier::job_memory(static_cast<int32_t>(p.type_id), p.ne0, p.size, be.max_chunk_bytes()),
+                        [&be, &o, this, &b, &p, &cpu_src, cpu_off](Sink& s) {
+                          GgufVerifier(be, o, s).verify_range(p.tensor, pack_blob_name(b), static_cast<int32_t>(p.type_id),
+                                                              p.ne0, p.size, experts, b.offset + p.offset, cpu_src, cpu_off);
+                        }});
       }
     }
-    if (have_dense) run_gguf_tensors(dense);  // the dense remainder, device against CPU
+    if (have_dense) GgufVerifier::plan_gguf(be, o, dense, jobs);  // the dense remainder, device against CPU
+    return true;
   }
 };
+
+// The host memory the jobs in flight may hold, and how many that allows: at most
+// budget / (the largest job), at least one, at most twice the cores. A job larger than
+// the budget alone (one expert's matrices of a huge model) runs alone.
+uint64_t jobs_in_flight(const std::vector<Job>& jobs, uint64_t budget) {
+  uint64_t largest = 1;
+  for (const Job& j : jobs) largest = std::max(largest, j.memory);
+  const uint64_t cores = static_cast<uint64_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
+  return std::clamp<uint64_t>(budget / largest, 1, 2 * cores);
+}
+
+// A backend whose calls may not overlap (one device, shared device buffers): one call at a
+// time, while the other jobs' reads, CPU references and comparisons go on.
+class SerialBackend final : public DecodeBackend {
+ public:
+  explicit SerialBackend(DecodeBackend& be) : be_(be) {}
+  std::string name() const override { return be_.name(); }
+  uint64_t max_chunk_bytes() const override { return be_.max_chunk_bytes(); }
+  bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                   std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return be_.fp8_to_bf16(w, row_begin, g, kind, scale, out, error);
+  }
+  bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                    std::span<float> out, std::string& error) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return be_.mxfp4_to_f32(w, scale, rows, k, out, error);
+  }
+  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         std::span<int8_t> q, std::string& error) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return be_.decode_int8_shift(tiles, shift2, p, q, error);
+  }
+  bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
+                            std::span<float> a_scale, std::string& error) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return be_.quantize_activations(x, m, k, a, a_scale, error);
+  }
+  bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
+                 std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
+                 std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return be_.int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error);
+  }
+  bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return be_.ggml_to_f32(type, blocks, out, error);
+  }
+
+ private:
+  DecodeBackend& be_;
+  std::mutex mu_;
+};
+
+// Runs the jobs: a oneTBB pipeline of at most jobs_in_flight() tokens, each job on any
+// core, the results merged into the report in job order.
+void run_jobs(std::vector<Job>& jobs, const VerifyOptions& o, VerifyReport& r) {
+  const uint64_t tokens = jobs_in_flight(jobs, o.memory_budget);
+  r.jobs = jobs.size();
+  r.jobs_in_flight = tokens;
+  size_t next = 0, done = 0;
+  struct Item {
+    size_t index = 0;
+    std::unique_ptr<Sink> sink;
+  };
+  tbb::parallel_pipeline(
+      static_cast<size_t>(tokens),
+      tbb::make_filter<void, Item>(tbb::filter_mode::serial_in_order,
+                                   [&](tbb::flow_control& fc) {
+                                     if (next == jobs.size()) {
+                                       fc.stop();
+                                       return Item{};
+                                     }
+                                     return Item{next++, nullptr};
+                                   }) &
+          tbb::make_filter<Item, Item>(tbb::filter_mode::parallel,
+                                       [&](Item it) {
+                                         it.sink = std::make_unique<Sink>();
+                                         it.sink->backend = r.backend;
+                                         jobs[it.index].run(*it.sink);
+                                         jobs[it.index].run = nullptr;  // captured state goes now
+                                         return it;
+                                       }) &
+          tbb::make_filter<Item, void>(tbb::filter_mode::serial_in_order, [&](Item it) {
+            Sink& s = *it.sink;
+            for (auto& c : s.checks) r.checks.push_back(std::move(c));
+            r.findings.append(s.findings);
+            r.input_bytes_decoded += s.input_bytes_decoded;
+            r.max_rel_l2 = std::max(r.max_rel_l2, s.max_rel_l2);
+            ++done;
+            if (o.progress) o.progress(done, jobs.size());
+          }));
+}
 
 void add_errors(const Findings& from, Findings& to) {
   for (const auto& f : from.items()) to.add(f);
@@ -647,17 +914,20 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
   }
   if (out.format == ModelFormat::gguf) {
     r.kind = "gguf";
-    GgufVerifier(be, o, r).run_gguf(out);
+    std::vector<Job> jobs;
+    GgufVerifier::plan_gguf(be, o, out, jobs);
+    run_jobs(jobs, o, r);
     return;
   }
-  CheckpointVerifier v(be, o, r);
+  std::vector<Job> jobs;
   if (o.reference.empty()) {
     r.kind = "checkpoint";
     ConversionPlan plan;
     Findings pf;
     const bool planned = plan_conversion(out, ExpertMode::keep, RemapOptions{}, plan, pf);
     if (!planned) report_unpaired_fp8(out, pf, r);
-    v.run_self(out, planned ? &plan : nullptr);
+    CheckpointVerifier::plan_self(be, o, out, planned ? &plan : nullptr, jobs);
+    run_jobs(jobs, o, r);
     return;
   }
   r.kind = "converted";
@@ -671,7 +941,8 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
   ConversionPlan plan;
   Findings pf;
   if (!plan_conversion(in, mode, remap, plan, pf)) return;  // reported above
-  v.run_converted(in, out, plan);
+  CheckpointVerifier::plan_converted(be, o, in, out, plan, jobs);
+  run_jobs(jobs, o, r);
 }
 
 }  // namespace
@@ -680,17 +951,14 @@ uint64_t VerifyReport::failed() const {
   return static_cast<uint64_t>(std::count_if(checks.begin(), checks.end(), [](const VerifyCheck& c) { return !c.ok; }));
 }
 
-int VerifyReport::exit_code() const {
-  if (findings.has_io_errors()) return 3;
-  return findings.has_errors() || failed() ? 1 : 0;
-}
-
 VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport r;
   r.path = path;
   r.reference = options.reference;
   r.backend = backend.name();
+  SerialBackend serial(backend);
+  DecodeBackend& be = backend.concurrent() ? backend : serial;
   if (is_expert_pack(path)) {
     r.kind = "expert-pack";
     validate_expert_pack(path, options.reference, false, r.findings);
@@ -703,12 +971,14 @@ VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const 
              f.code == "PACK_DENSE_MISMATCH" || f.code == "PACK_A_LOG_MISMATCH";
     });
     if (geometry_ok && read_pack_manifest(path, m, mf)) {
-      GgufVerifier(backend, options, r).run_pack(path, m, options.reference);
+      std::vector<Job> jobs;
+      PackPlan pack;
+      if (pack.plan(be, options, path, m, options.reference, jobs, r.findings)) run_jobs(jobs, options, r);
     } else if (geometry_ok) {
       add_errors(mf, r.findings);
     }
   } else {
-    verify_safetensors(path, backend, options, r);
+    verify_safetensors(path, be, options, r);
   }
   report_nothing_verified(r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

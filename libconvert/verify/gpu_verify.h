@@ -18,8 +18,17 @@
 // checkpoint alone that cannot be paired with their scales are an error, not skipped. A
 // zero-element tensor is a check that passes trivially (0 elements).
 //
-// Memory: tensors stream through in chunks of at most backend.max_chunk_bytes() input; an
-// expert's matrices are held one expert at a time.
+// Pipeline and memory: the work is cut into jobs (a tensor, an expert of a fused matrix, a
+// GGUF tensor or pack part), run by a oneTBB pipeline on all cores: each job preads its
+// input in large steps, runs the CPU reference and the device decode, and compares; the
+// results are merged in job order, so checks and findings (the first differing element of
+// each tensor, both values) are the same as one job at a time. A backend that is not
+// concurrent() (the GPU: one device, shared buffers) takes one call at a time while other
+// jobs read and compute their references. Each job holds a few step buffers (at most 4M
+// elements per step, ~30-60 MiB) or one expert's matrices (an INT8-shift expert: about
+// 8 bytes per weight with the GEMM check, 3 without). Jobs in flight =
+// clamp(memory_budget / largest job, 1, 2 x cores), so the payload buffers stay within
+// memory_budget unless one job alone is larger, which then runs alone.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +48,9 @@ struct VerifyOptions {
   uint64_t gemm_experts = 4;  // experts per fused matrix that get the GEMM check; 0 = all
   uint64_t seed = 0x5eed;
   double max_rel_l2 = 0.04;   // mxfp4-int8-shift.md §7: upstream dense acceptance
+  // Host memory for the buffers of the jobs in flight (--memory-budget): as many jobs run
+  // at once as fit (at least one, at most twice the cores; see verify_path).
+  uint64_t memory_budget = uint64_t{1} << 30;
   std::function<void(uint64_t done, uint64_t total)> progress;  // work items; may be empty
 };
 
@@ -60,8 +72,9 @@ struct VerifyReport {
   uint64_t input_bytes_decoded = 0;
   double max_rel_l2 = 0;
   double seconds = 0;
+  uint64_t jobs = 0;            // units of work (tensors, experts, parts)
+  uint64_t jobs_in_flight = 0;  // the most that ran at once
   uint64_t failed() const;
-  int exit_code() const;  // 0 pass, 1 a mismatch or error finding (VERIFY_NOTHING too), 3 an I/O error
 };
 
 VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const VerifyOptions& options);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include "numerics/int8_shift.h"
 #include "verify/backend.h"
 
 namespace ckpt {
@@ -144,6 +145,32 @@ TEST_P(GpuVerify, FlippedByteInAnInt8ShiftExpertFailsNamingExpertAndElement) {
   EXPECT_NE(r.out.find("tensor layers.1.ffn.experts.w2.mxfp4"), std::string::npos) << r.out;
   // Tile byte 5: lane 1 (row 0, tid 1), lane byte 1 -> source byte 3: elements 6 and 7.
   EXPECT_NE(r.out.find("expert 2 element [0, 7]"), std::string::npos) << r.out;
+}
+
+// The pipeline's results do not depend on how many jobs run at once: one job at a time
+// (a budget below any job) and the default give the same report, mismatches included.
+TEST_P(GpuVerify, OneJobAtATimeGivesTheSameReportAsManyInFlight) {
+  const std::string out = convert("int8-shift");
+  auto model = test::load_model_checked(out);
+  const ModelTensor* cs = model->view.find("layers.1.ffn.experts.w2.channel_scale");
+  const ModelTensor* mx = model->view.find("layers.1.ffn.experts.w2.mxfp4");
+  ASSERT_TRUE(cs && mx);
+  RemapParams p;
+  p.rows = cs->shape[1];
+  p.k = mx->shape[1] * 32;
+  flip(out, "layers.1.ffn.experts.w2.mxfp4", 2 * remap_mxfp4_bytes(p) + 5);
+  flip(out, "layers.0.attn.wq_a.weight", 2 * 777 + 1);
+  auto without_verdict = [](std::string text) { return text.substr(0, text.rfind("VERDICT")); };
+  auto one = verify(out, fixture("oracle/dsv4-tiny"), "--stats --memory-budget 1K");
+  auto many = verify(out, fixture("oracle/dsv4-tiny"), "--stats");
+  EXPECT_EQ(one.exit_code, 1) << one.out;
+  EXPECT_EQ(many.exit_code, 1) << many.out;
+  EXPECT_NE(one.err.find(" 1 in flight"), std::string::npos) << one.err;
+  EXPECT_EQ(many.err.find(" 1 in flight"), std::string::npos) << many.err;
+  EXPECT_NE(one.out.find("expert 2 element [0, 7]"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("element 777"), std::string::npos) << one.out;
+  EXPECT_EQ(without_verdict(one.out), without_verdict(many.out));
+  EXPECT_EQ(verify(out, fixture("oracle/dsv4-tiny"), "--memory-budget lots").exit_code, 2);
 }
 
 TEST_P(GpuVerify, RepackOfQwen3nextTinyPassesAndAFlippedBlobByteFails) {

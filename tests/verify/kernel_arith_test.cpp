@@ -14,6 +14,17 @@
 namespace ckpt::kern {
 namespace {
 
+// The emulation decodes INT8-shift words by a table of two-nibble results
+// (backend_emulate.cpp); that is exact because each output byte depends on its own nibble
+// only. Every 16-bit input, every shift.
+TEST(KernelArith, Int8ShiftNibblesDecodeByteByByte) {
+  for (unsigned shift = 0; shift < 4; ++shift)
+    for (uint32_t x = 0; x < 65536; ++x) {
+      const uint32_t split = (decode_nibbles4(x & 0xFF, shift) & 0xFFFFu) | ((decode_nibbles4(x >> 8, shift) & 0xFFFFu) << 16);
+      ASSERT_EQ(decode_nibbles4(x, shift), split) << x << " shift " << shift;
+    }
+}
+
 TEST(KernelArith, FastDivEqualsIntegerDivision) {
   std::mt19937_64 rng(3);
   std::vector<uint32_t> divisors;
