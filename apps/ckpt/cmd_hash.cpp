@@ -17,6 +17,7 @@
 #include "hashman/check.h"
 #include "hashman/manifest.h"
 #include "io/atomic_file.h"
+#include "io/input_file.h"
 
 namespace ckptcli {
 namespace {
@@ -107,26 +108,13 @@ int run_make(const HashArgs& a) {
 }
 
 int run_check(const HashArgs& a) {
-  std::ifstream in(a.check, std::ios::binary);
-  if (!in) {
-    std::cerr << "ckpt hash: " << a.check << ": cannot read the manifest\n";
-    return kIoError;
-  }
+  // One input open (io/input_file.h): a FIFO or device is refused unread, and a manifest
+  // larger than the parser's limit is refused unread.
   std::string text;
-  {
-    // Bounded read: a manifest larger than the parser's limit is refused unread.
-    in.seekg(0, std::ios::end);
-    const auto size = in.tellg();
-    if (size < 0 || static_cast<uint64_t>(size) > ckpt::kMaxHashManifestBytes) {
-      std::cerr << "ckpt hash: " << a.check << ": manifest too large or unreadable\n";
-      return kIoError;
-    }
-    in.seekg(0);
-    text.resize(static_cast<size_t>(size));
-    if (!in.read(text.data(), size)) {
-      std::cerr << "ckpt hash: " << a.check << ": read failed\n";
-      return kIoError;
-    }
+  ckpt::IoError err;
+  if (!ckpt::read_input_file(a.check, ckpt::kMaxHashManifestBytes, text, err)) {
+    std::cerr << "ckpt hash: " << a.check << ": cannot read the manifest: " << err.message << "\n";
+    return kIoError;
   }
   ckpt::HashManifest expected;
   ckpt::Findings pf;

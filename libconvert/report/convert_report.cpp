@@ -156,6 +156,7 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
   for (const auto& f : r.findings.items())
     out << "  " << severity_name(f.severity) << " " << f.code << " " << (f.file.empty() ? "-" : f.file)
         << (f.tensor.empty() ? "" : " [" + f.tensor + "]") << ": " << f.message << "\n";
+  for (const auto& line : r.findings.omitted_lines()) out << "  " << line << "\n";
   if (r.status != ConvertStatus::ok) {
     out << "ckpt convert: FAILED (" << convert_status_name(r.status) << ")\n";
     return;

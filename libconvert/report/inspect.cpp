@@ -108,6 +108,7 @@ void print_inspect_human(const InspectSummary& s, const Findings& findings, std:
   }
   for (const auto& f : findings.items())
     out << "  " << severity_name(f.severity) << " " << f.code << " " << f.file << ": " << f.message << "\n";
+  for (const auto& line : findings.omitted_lines()) out << "  " << line << "\n";
 }
 
 }  // namespace ckpt
