@@ -71,7 +71,7 @@ bool parse_index_metadata(od::value value, CheckpointIndex& index, Findings& f) 
         index_json_error(f, e);
         return false;
       }
-      if (auto e = json_validate_value(other, kJsonMaxDepth - 3)) {
+      if (auto e = json_validate_value(other, kJsonMaxDepth - 16)) {
         index_json_error(f, e);
         return false;
       }
@@ -163,7 +163,7 @@ void parse_index_text(std::string_view text, CheckpointIndex& index, Findings& f
     } else if (key == "weight_map") {
       have_map = true;
       if (!parse_weight_map(value, index, f)) return;
-    } else if (auto e = json_validate_value(value, kJsonMaxDepth - 3)) {
+    } else if (auto e = json_validate_value(value, kJsonMaxDepth - 16)) {
       return fail(e);
     }
   }

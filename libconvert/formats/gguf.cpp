@@ -72,7 +72,8 @@ class ByteReader {
   explicit ByteReader(std::span<const uint8_t> bytes) : bytes_(bytes), size_(bytes.size()) {}
   // Reads the file through pread in 4 MiB windows (never a mapping: a file truncated
   // under us is an IO_READ error, not a SIGBUS).
-  explicit ByteReader(const InputFile& file) : window_(std::in_place, file, size_t{4} << 20), size_(file.size()) {}
+  explicit ByteReader(const InputFile& file)
+      : file_(&file), window_(std::in_place, file, size_t{4} << 20), size_(file.size()) {}
   uint64_t pos() const { return pos_; }
   uint64_t size() const { return size_; }
   uint64_t remaining() const { return size_ - pos_; }
@@ -102,12 +103,24 @@ class ByteReader {
     }
     return out;
   }
+  // The same for a short random read (padding between tensors in the data section):
+  // exactly n bytes read (n is below the alignment limit, 1 MiB), the window untouched.
+  std::span<const uint8_t> exact(uint64_t offset, uint64_t n) const {
+    if (!file_) return bytes_.subspan(static_cast<size_t>(offset), static_cast<size_t>(n));
+    if (io_failed_ || file_->read_range(offset, n, scratch_, io_error_) == false) {
+      io_failed_ = true;
+      return {};
+    }
+    return scratch_;
+  }
   bool io_failed() const { return io_failed_; }
   const IoError& io_error() const { return io_error_; }
 
  private:
   std::span<const uint8_t> bytes_;
+  const InputFile* file_ = nullptr;
   mutable std::optional<InputWindow> window_;
+  mutable std::vector<uint8_t> scratch_;
   mutable bool io_failed_ = false;
   mutable IoError io_error_;
   uint64_t size_ = 0;
@@ -514,7 +527,7 @@ bool GgufParser::read_tensor_info(std::unordered_set<std::string>& seen) {
 // Zero padding is what ggml writes; anything else is hidden data or a misplaced write.
 void GgufParser::check_zero_bytes(uint64_t begin, uint64_t end, const std::string& tensor, const std::string& what) {
   if (begin >= end) return;
-  auto bytes = r_.at(begin, end - begin);
+  auto bytes = r_.exact(begin, end - begin);
   for (size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] != 0) {
       warning("GGUF_NONZERO_PADDING", tensor, begin + i,

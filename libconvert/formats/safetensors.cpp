@@ -167,7 +167,7 @@ bool parse_tensor_entry(HeaderParse& hp, const std::string& name, od::value valu
                  "tensor '" + name + "' has unknown field '" + std::string(key) + "' (ignored by the reference)");
       od::value ignored;
       auto e = field.value().get(ignored);
-      if (!e) e = json_validate_value(ignored, kJsonMaxDepth - 3);
+      if (!e) e = json_validate_value(ignored, kJsonMaxDepth - 16);
       if (e) {
         hp.error("ST_HEADER_JSON", name, hp.header_offset,
                  "tensor '" + name + "' field '" + std::string(key) + "' is not valid JSON: " + json_error_text(e));

@@ -54,7 +54,8 @@ void rewrite(const Source& src, const std::string& out_path) {
   ASSERT_TRUE(out.open(error)) << error;
   ASSERT_TRUE(w.begin(out, error)) << error;
   for (const auto& t : src.gguf.tensors) {
-    auto data = src.file.read_bytes(src.gguf.data_start + t.offset, t.nbytes);
+    const auto bytes = src.file.read_bytes(src.gguf.data_start + t.offset, t.nbytes);
+    const std::span<const uint8_t> data(bytes);
     // Two pieces: streaming in parts is the point of write_data().
     ASSERT_TRUE(w.write_data(out, data.first(data.size() / 2), error)) << error;
     ASSERT_TRUE(w.write_data(out, data.subspan(data.size() / 2), error)) << error;
