@@ -12,7 +12,7 @@ DEB_PACKAGES = cmake g++ make pkg-config libcli11-dev libsimdjson-dev libxxhash-
 DEB_PACKAGES_FUZZ = clang-14 libclang-rt-14-dev
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_CXX     ?= clang++-14
-FUZZ_TARGETS = safetensors_header index_json config_dsv4 gguf_header ggml_dequant expert_pack_manifest hash_manifest hub_list
+FUZZ_TARGETS = safetensors_header index_json config_dsv4 gguf_header ggml_dequant expert_pack_manifest hash_manifest hub_list json_walk
 # The documented limits: 2 GiB RSS, no single allocation over 96 MiB (what the ASan suite
 # allows; the 100,000,000-byte safetensors header is the largest legitimate one), 1 s per input.
 FUZZ_LIMITS  = -rss_limit_mb=2048 -malloc_limit_mb=96 -timeout=1

@@ -35,7 +35,7 @@ std::vector<uint8_t> tensor_bytes(const LoadedModel& model, const ModelTensor& t
   MappedFile f;
   IoError err;
   EXPECT_TRUE(f.open(model.view.file_paths[tensor.file], err)) << err.message;
-  auto s = f.slice(tensor.offset, tensor.nbytes);
+  auto s = f.read_bytes(tensor.offset, tensor.nbytes);
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 

@@ -18,6 +18,7 @@
 #include "hashman/check.h"
 #include "hashman/manifest.h"
 #include "io/atomic_file.h"
+#include "io/input_file.h"
 
 namespace ckptcli {
 namespace {
@@ -72,26 +73,13 @@ ckpt::Outcome run_make(const HashArgs& a) {
 }
 
 ckpt::Outcome run_check(const HashArgs& a) {
-  std::ifstream in(a.check, std::ios::binary);
-  if (!in) {
-    print_error(kHash, "IO_READ", a.check, "cannot read the manifest");
-    return ckpt::Outcome::io;
-  }
+  // One input open (io/input_file.h): a FIFO or device is refused unread, and a manifest
+  // larger than the parser's limit is refused unread.
   std::string text;
-  {
-    // Bounded read: a manifest larger than the parser's limit is refused unread.
-    in.seekg(0, std::ios::end);
-    const auto size = in.tellg();
-    if (size < 0 || static_cast<uint64_t>(size) > ckpt::kMaxHashManifestBytes) {
-      print_error(kHash, "IO_READ", a.check, "manifest too large or unreadable");
-      return ckpt::Outcome::io;
-    }
-    in.seekg(0);
-    text.resize(static_cast<size_t>(size));
-    if (!in.read(text.data(), size)) {
-      print_error(kHash, "IO_READ", a.check, "read failed");
-      return ckpt::Outcome::io;
-    }
+  ckpt::IoError err;
+  if (!ckpt::read_input_file(a.check, ckpt::kMaxHashManifestBytes, text, err)) {
+    print_error(kHash, "IO_READ", a.check, "cannot read the manifest: " + err.message);
+    return ckpt::Outcome::io;
   }
   ckpt::HashManifest expected;
   ckpt::Findings pf;

@@ -1,5 +1,11 @@
 #include "convert/convert.h"
 
+#include <cerrno>
+
+#include <cstring>
+
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -77,12 +83,8 @@ bool check_paths(const ConvertOptions& o, ConvertReport& r) {
 }
 
 bool read_text(const std::string& path, std::string& text) {
-  MappedFile f;
   IoError err;
-  if (!f.open(path, err) || f.size() > kMaxSideJsonBytes) return false;
-  auto b = f.bytes();
-  text.assign(reinterpret_cast<const char*>(b.data()), b.size());
-  return true;
+  return read_input_file(path, kMaxSideJsonBytes, text, err);
 }
 
 bool rewrite_input_config(const LoadedModel& in, ConvertReport& r) {
@@ -136,6 +138,11 @@ bool copy_side_file(const fs::path& from, const fs::path& to, std::string& error
   }
   AtomicOutput out(to.string());
   if (!out.open(error)) return false;
+  // The copy keeps the source's permission bits: a 0600 file stays 0600.
+  if (::fchmod(out.fd(), src.mode() & 0777) != 0) {
+    error = "cannot set the permissions of " + to.string() + ": " + std::strerror(errno);
+    return false;
+  }
   std::vector<uint8_t> buf(1u << 20);
   for (uint64_t pos = 0; pos < src.size();) {
     uint64_t n = std::min<uint64_t>(buf.size(), src.size() - pos);

@@ -1,5 +1,7 @@
 #include "convert/records.h"
 
+#include "io/input_file.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -132,23 +134,8 @@ class RangeHashes {
 
 // A bounded, regular, non-symlink file into `text`.
 bool read_small_file(const std::string& path, uint64_t limit, std::string& text) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st {};
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) <= limit;
-  if (ok) {
-    text.resize(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < text.size()) {
-      ssize_t n = ::pread(fd, text.data() + got, text.size() - got, static_cast<off_t>(got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    ok = got == text.size();
-  }
-  ::close(fd);
-  return ok;
+  IoError err;
+  return read_input_file(path, limit, text, err, InputLinks::refuse);
 }
 
 bool record_complete(const ShardRecord& rec) {

@@ -7,7 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <unordered_map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -26,13 +29,23 @@ struct Finding {
   std::string message;             // one sentence, names the numbers found and required
 };
 
+// At most this many findings of one code are kept (a hostile header can repeat one
+// mistake a million times); the rest are counted, so counts and exit codes stay exact.
+inline constexpr size_t kMaxFindingsPerCode = 100;
+
+// Findings of one code (and severity) that were counted but not kept.
+struct OmittedFindings {
+  std::string code;
+  Severity severity = Severity::error;
+  uint64_t count = 0;
+};
+
 class Findings {
  public:
-  void add(Finding f) { items_.push_back(std::move(f)); }
+  void add(Finding f);
   void add(std::string code, Severity sev, std::string file, std::string tensor,
            std::optional<uint64_t> offset, std::string message) {
-    items_.push_back(Finding{std::move(code), sev, std::move(file), std::move(tensor), offset,
-                             std::move(message)});
+    add(Finding{std::move(code), sev, std::move(file), std::move(tensor), offset, std::move(message)});
   }
   void error(std::string code, std::string file, std::string tensor, std::optional<uint64_t> offset,
              std::string message) {
@@ -47,10 +60,20 @@ class Findings {
             std::string message) {
     add(std::move(code), Severity::info, std::move(file), std::move(tensor), offset, std::move(message));
   }
-  void append(const Findings& other) { items_.insert(items_.end(), other.items_.begin(), other.items_.end()); }
+  // Adds every finding of `other` (under this object's caps) and its omitted counts.
+  void append(const Findings& other);
+  // Counts `n` findings of `code` that are not listed (a merged report's omitted counts).
+  void add_omitted(const std::string& code, Severity sev, uint64_t n);
 
+  // The kept findings: at most kMaxFindingsPerCode per code.
   const std::vector<Finding>& items() const { return items_; }
   std::vector<Finding>& items() { return items_; }
+  // The findings counted but not kept, by code then severity.
+  std::vector<OmittedFindings> omitted() const;
+  uint64_t omitted_count() const;
+  // "... and 299900 more ST_DUPLICATE_TENSOR errors (not listed)" per omitted code.
+  std::vector<std::string> omitted_lines() const;
+  // Counts include the omitted findings.
   size_t count(Severity s) const;
   bool has_errors() const { return count(Severity::error) > 0; }
   bool has_io_errors() const;
@@ -61,6 +84,8 @@ class Findings {
 
  private:
   std::vector<Finding> items_;
+  std::unordered_map<std::string, size_t> kept_per_code_;
+  std::map<std::pair<std::string, Severity>, uint64_t> omitted_;
 };
 
 }  // namespace ckpt

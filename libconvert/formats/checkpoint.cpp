@@ -1,6 +1,7 @@
 #include "formats/checkpoint.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <tbb/parallel_for.h>
 
 #include "formats/model_files.h"
+#include "io/input_file.h"
 
 namespace ckpt {
 namespace fs = std::filesystem;
@@ -31,20 +33,14 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // Reads a small JSON side file fully (bounded) into `text`.
 bool read_small_file(const std::string& path, const std::string& display, uint64_t limit, std::string& text,
                      Findings& findings) {
-  MappedFile f;
   IoError err;
-  if (!f.open(path, err)) {
-    findings.error("IO_OPEN", display, "", std::nullopt, "cannot read " + display + ": " + err.message);
+  if (!read_input_file(path, limit, text, err)) {
+    if (err.err == EFBIG)
+      findings.error("FILE_TOO_LARGE", display, "", std::nullopt, display + " " + err.message);
+    else
+      findings.error("IO_OPEN", display, "", std::nullopt, "cannot read " + display + ": " + err.message);
     return false;
   }
-  if (f.size() > limit) {
-    findings.error("FILE_TOO_LARGE", display, "", std::nullopt,
-                   display + " is " + std::to_string(f.size()) + " bytes, more than the limit of " +
-                       std::to_string(limit));
-    return false;
-  }
-  auto b = f.bytes();
-  text.assign(reinterpret_cast<const char*>(b.data()), b.size());
   return true;
 }
 
@@ -53,7 +49,7 @@ void index_error(Findings& f, const char* code, const std::string& tensor, std::
 }
 
 void index_json_error(Findings& f, simdjson::error_code e) {
-  index_error(f, "IDX_PARSE", "", std::string("index is not valid JSON: ") + simdjson::error_message(e));
+  index_error(f, "IDX_PARSE", "", std::string("index is not valid JSON: ") + json_error_text(e));
 }
 
 bool parse_index_metadata(od::value value, CheckpointIndex& index, Findings& f) {
@@ -75,7 +71,7 @@ bool parse_index_metadata(od::value value, CheckpointIndex& index, Findings& f) 
         index_json_error(f, e);
         return false;
       }
-      if (auto e = json_validate_value(other)) {
+      if (auto e = json_validate_value(other, kJsonMaxDepth - 16)) {
         index_json_error(f, e);
         return false;
       }
@@ -167,7 +163,7 @@ void parse_index_text(std::string_view text, CheckpointIndex& index, Findings& f
     } else if (key == "weight_map") {
       have_map = true;
       if (!parse_weight_map(value, index, f)) return;
-    } else if (auto e = json_validate_value(value)) {
+    } else if (auto e = json_validate_value(value, kJsonMaxDepth - 16)) {
       return fail(e);
     }
   }
@@ -242,18 +238,52 @@ void check_shard_names(const std::vector<std::string>& names, Findings& f) {
   }
 }
 
-// Lists *.safetensors files and known side files in the directory (no recursion;
-// hidden entries skipped).
+bool is_pickle_name(const std::string& name) {
+  for (const char* ext : {".bin", ".pt", ".pth", ".pkl", ".ckpt"})
+    if (ends_with(name, ext)) return true;
+  return false;
+}
+
+// The directory's files by list_model_files (formats/model_files.h: the one listing, one
+// link rule): top-level *.safetensors are the shards, known side files are noted. A link
+// leading outside the checkpoint, a FIFO or a device among the files this reader opens
+// is an error (and the file is never opened), with or without an index. .safetensors
+// files in subdirectories and pickles are named in warnings; pickles are never read.
 void scan_directory(const fs::path& dir, std::vector<std::string>& shard_files, Checkpoint& out, Findings& f) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::string name = entry.path().filename().string();
-    if (name.empty() || name[0] == '.') continue;
-    if (ends_with(name, ".safetensors")) shard_files.push_back(name);
+  std::vector<ModelFile> files;
+  Findings listing;
+  list_model_files(dir.string(), files, listing);
+  auto read_here = [](const std::string& name) {
+    if (name.find('/') != std::string::npos) return false;
+    if (ends_with(name, ".safetensors") || name == kIndexName) return true;
+    for (const char* side : kSideFiles)
+      if (name == side) return true;
+    return false;
+  };
+  for (const auto& x : listing.items())
+    if (x.severity != Severity::error || read_here(x.file) || x.code == "IO_READDIR") f.add(x);
+  for (const auto& mf : files) {
+    const std::string& name = mf.name;
+    const bool nested = name.find('/') != std::string::npos;
+    if (ends_with(name, ".safetensors")) {
+      if (!nested)
+        shard_files.push_back(name);
+      else
+        f.warning("ST_NESTED_IGNORED", name, "", std::nullopt,
+                  name + " lies in a subdirectory; it is not part of the checkpoint and is not read");
+      continue;
+    }
+    if (is_pickle_name(name)) {
+      f.warning("PICKLE_PRESENT", name, "", std::nullopt,
+                name + " is a pickle (PyTorch .bin/.pt/.pth) beside the safetensors shards; it is not read "
+                       "(never unpickled), and loaders that prefer it would not load the shards");
+      continue;
+    }
+    if (nested) continue;
+    if (name == kIndexName) out.index.present = true;
     for (const char* side : kSideFiles)
       if (name == side) out.side_files.push_back(name);
   }
-  if (ec) f.error("IO_READDIR", dir.string(), "", std::nullopt, "cannot list directory: " + ec.message());
   std::sort(shard_files.begin(), shard_files.end());
   std::sort(out.side_files.begin(), out.side_files.end());
 }
@@ -306,7 +336,10 @@ std::vector<std::string> select_shards(const fs::path& dir, const std::vector<st
 void load_config(const fs::path& dir, Checkpoint& out, Findings& f) {
   std::error_code ec;
   fs::path p = dir / "config.json";
-  if (!fs::exists(p, ec)) {
+  const bool listed = std::find(out.side_files.begin(), out.side_files.end(), "config.json") != out.side_files.end();
+  if (!listed && fs::symlink_status(p, ec).type() != fs::file_type::not_found && !ec)
+    return;  // there, but refused by the listing (a link leading outside, a FIFO): reported
+  if (!listed) {
     f.warning("CFG_MISSING", "config.json", "", std::nullopt,
               "no config.json: model-specific checks (profiles) cannot read the architecture");
     return;
@@ -424,7 +457,9 @@ bool open_checkpoint(const std::string& path, const StReadOptions& options, Chec
   fs::path dir(path);
   std::vector<std::string> on_disk;
   scan_directory(dir, on_disk, out, f);
-  if (fs::exists(dir / kIndexName, ec)) parse_index((dir / kIndexName).string(), out.index, f);
+  // The index is read when the listing accepted it (a link leading outside or a FIFO is
+  // reported there and never opened).
+  if (out.index.present) parse_index((dir / kIndexName).string(), out.index, f);
   auto names = select_shards(dir, on_disk, out.index, f);
   if (names.empty() && !f.has_errors())
     f.error("CKPT_NO_SHARDS", path, "", std::nullopt, "no .safetensors files in " + path);

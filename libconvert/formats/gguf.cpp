@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <unordered_set>
 
@@ -68,14 +69,20 @@ bool key_syntax_ok(std::string_view key) {
 // (the gguf.cpp reader-object pattern), so no offset from the file is used unchecked.
 class ByteReader {
  public:
-  explicit ByteReader(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+  explicit ByteReader(std::span<const uint8_t> bytes) : bytes_(bytes), size_(bytes.size()) {}
+  // Reads the file through pread in 4 MiB windows (never a mapping: a file truncated
+  // under us is an IO_READ error, not a SIGBUS).
+  explicit ByteReader(const InputFile& file)
+      : file_(&file), window_(std::in_place, file, size_t{4} << 20), size_(file.size()) {}
   uint64_t pos() const { return pos_; }
-  uint64_t size() const { return bytes_.size(); }
-  uint64_t remaining() const { return bytes_.size() - pos_; }
+  uint64_t size() const { return size_; }
+  uint64_t remaining() const { return size_ - pos_; }
   template <class T>
   bool read(T& out) {
     if (remaining() < sizeof(T)) return false;
-    std::memcpy(&out, bytes_.data() + pos_, sizeof(T));
+    auto b = at(pos_, sizeof(T));
+    if (b.size() != sizeof(T)) return false;
+    std::memcpy(&out, b.data(), sizeof(T));
     pos_ += sizeof(T);
     return true;
   }
@@ -84,23 +91,56 @@ class ByteReader {
     pos_ += n;
     return true;
   }
-  // The next n bytes; the caller has checked n <= remaining().
-  std::span<const uint8_t> peek(uint64_t n) const { return bytes_.subspan(pos_, n); }
+  // The next n bytes; the caller has checked n <= remaining(). Empty when a read failed.
+  std::span<const uint8_t> peek(uint64_t n) const { return at(pos_, n); }
+  // Bytes [offset, offset + n) of the file (inside it); empty when a read failed.
+  std::span<const uint8_t> at(uint64_t offset, uint64_t n) const {
+    if (!window_) return bytes_.subspan(static_cast<size_t>(offset), static_cast<size_t>(n));
+    std::span<const uint8_t> out;
+    if (io_failed_ || !window_->get(offset, n, out, io_error_)) {
+      io_failed_ = true;
+      return {};
+    }
+    return out;
+  }
+  // The same for a short random read (padding between tensors in the data section):
+  // exactly n bytes read (n is below the alignment limit, 1 MiB), the window untouched.
+  std::span<const uint8_t> exact(uint64_t offset, uint64_t n) const {
+    if (!file_) return bytes_.subspan(static_cast<size_t>(offset), static_cast<size_t>(n));
+    if (io_failed_ || file_->read_range(offset, n, scratch_, io_error_) == false) {
+      io_failed_ = true;
+      return {};
+    }
+    return scratch_;
+  }
+  bool io_failed() const { return io_failed_; }
+  const IoError& io_error() const { return io_error_; }
 
  private:
   std::span<const uint8_t> bytes_;
+  const InputFile* file_ = nullptr;
+  mutable std::optional<InputWindow> window_;
+  mutable std::vector<uint8_t> scratch_;
+  mutable bool io_failed_ = false;
+  mutable IoError io_error_;
+  uint64_t size_ = 0;
   uint64_t pos_ = 0;
 };
 
 class GgufParser {
  public:
   GgufParser(std::span<const uint8_t> file, const std::string& display, Findings& findings)
-      : r_(file), file_(file), display_(display), f_(findings) {
-    g_.file_size = file.size();
+      : r_(file), display_(display), f_(findings) {
+    g_.file_size = r_.size();
+  }
+  GgufParser(const InputFile& file, const std::string& display, Findings& findings)
+      : r_(file), display_(display), f_(findings) {
+    g_.file_size = r_.size();
   }
   std::optional<GgufFile> run();
 
  private:
+  std::optional<GgufFile> parse();
   bool read_header();
   bool check_counts();
   bool read_kv();
@@ -131,7 +171,6 @@ class GgufParser {
   }
 
   ByteReader r_;
-  std::span<const uint8_t> file_;  // the whole file
   const std::string& display_;
   Findings& f_;
   GgufFile g_;
@@ -257,6 +296,7 @@ bool GgufParser::read_scalar(GgufKV& kv) {
   if (r_.remaining() < size) return truncated("the value of key '" + kv.key + "'", "", at, size);
   uint8_t raw[8] = {};
   auto bytes = r_.peek(size);
+  if (bytes.size() != size) return false;  // a failed read (run() reports IO_READ)
   std::memcpy(raw, bytes.data(), size);
   r_.skip(size);
   auto load = [&](auto v) { std::memcpy(&v, raw, sizeof v); return v; };
@@ -487,7 +527,7 @@ bool GgufParser::read_tensor_info(std::unordered_set<std::string>& seen) {
 // Zero padding is what ggml writes; anything else is hidden data or a misplaced write.
 void GgufParser::check_zero_bytes(uint64_t begin, uint64_t end, const std::string& tensor, const std::string& what) {
   if (begin >= end) return;
-  auto bytes = file_.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+  auto bytes = r_.exact(begin, end - begin);
   for (size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] != 0) {
       warning("GGUF_NONZERO_PADDING", tensor, begin + i,
@@ -574,6 +614,15 @@ void GgufParser::check_data_layout() {
 }
 
 std::optional<GgufFile> GgufParser::run() {
+  auto g = parse();
+  if (r_.io_failed()) {
+    error("IO_READ", "", 0, "cannot read the header: " + r_.io_error().message);
+    return std::nullopt;
+  }
+  return g;
+}
+
+std::optional<GgufFile> GgufParser::parse() {
   if (!read_header()) return std::nullopt;
   std::unordered_set<std::string> keys;
   for (uint64_t i = 0; i < g_.n_kv; ++i) {
@@ -683,7 +732,7 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 }
 
 std::optional<GgufFile> read_gguf(const MappedFile& file, const std::string& display, Findings& findings) {
-  return read_gguf(file.bytes(), display, findings);
+  return GgufParser(file, display, findings).run();
 }
 
 std::optional<GgufFile> read_gguf(std::span<const uint8_t> file_bytes, const std::string& display, Findings& findings) {

@@ -12,15 +12,19 @@ constexpr uint32_t kGgufVersion = 3;
 constexpr size_t kZeroChunk = 4096;
 
 
-// A bounds-checked cursor over the mapped source: every read proves it stays in the file.
+// A bounds-checked cursor over the source, read with pread through a small window:
+// every read proves it stays in the file.
 class Cursor {
  public:
-  Cursor(const MappedFile& f, uint64_t pos) : f_(f), pos_(pos) {}
+  Cursor(const MappedFile& f, uint64_t pos) : f_(f), window_(f, size_t{64} << 10), pos_(pos) {}
   uint64_t pos() const { return pos_; }
   template <typename T>
   bool read(T& v) {
     if (!has(sizeof v)) return false;
-    std::memcpy(&v, f_.slice(pos_, sizeof v).data(), sizeof v);
+    std::span<const uint8_t> b;
+    IoError error;
+    if (!window_.get(pos_, sizeof v, b, error)) return false;
+    std::memcpy(&v, b.data(), sizeof v);
     pos_ += sizeof v;
     return true;
   }
@@ -37,6 +41,7 @@ class Cursor {
  private:
   bool has(uint64_t n) const { return pos_ <= f_.size() && n <= f_.size() - pos_; }
   const MappedFile& f_;
+  InputWindow window_;
   uint64_t pos_;
 };
 
@@ -134,8 +139,13 @@ bool GgufWriter::copy_kv(const MappedFile& source, const GgufKV& kv, std::string
             source.path();
     return false;
   }
+  std::vector<uint8_t> bytes;
+  IoError io;
+  if (!source.read_range(begin, end - begin, bytes, io)) {
+    error = "GGUF writer: cannot read KV '" + kv.key + "' of " + source.path() + ": " + io.message;
+    return false;
+  }
   if (!add_key(kv.key, error)) return false;
-  auto bytes = source.slice(begin, end - begin);
   kv_bytes_.insert(kv_bytes_.end(), bytes.begin(), bytes.end());
   return true;
 }

@@ -1,25 +1,39 @@
 #include "formats/json.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace ckpt {
 
+std::string json_error_text(simdjson::error_code e) {
+  if (e == simdjson::DEPTH_ERROR)
+    return "nested too deep (more than " + std::to_string(kJsonMaxDepth) + " levels of arrays and objects)";
+  return simdjson::error_message(e);
+}
+
 bool JsonDoc::parse(std::string_view text, std::string& error) {
   parser_ = std::make_unique<simdjson::dom::parser>();
+  // The depth limit is set by allocate(); later growth keeps max_depth().
+  if (auto e = parser_->allocate(std::max<size_t>(text.size(), 64), kJsonMaxDepth)) {
+    error = json_error_text(e);
+    return false;
+  }
   simdjson::padded_string padded(text);
   auto r = parser_->parse(padded);
   if (r.error()) {
-    error = simdjson::error_message(r.error());
+    error = json_error_text(r.error());
     return false;
   }
   root_ = r.value_unsafe();
   return true;
 }
 
-simdjson::error_code json_validate_value(simdjson::ondemand::value value) {
+simdjson::error_code json_validate_value(simdjson::ondemand::value value, size_t depth_left) {
   namespace od = simdjson::ondemand;
   od::json_type type;
   if (auto e = value.type().get(type)) return e;
+  if ((type == od::json_type::object || type == od::json_type::array) && depth_left == 0)
+    return simdjson::DEPTH_ERROR;
   switch (type) {
     case od::json_type::object: {
       od::object obj;
@@ -29,7 +43,7 @@ simdjson::error_code json_validate_value(simdjson::ondemand::value value) {
         if (auto e = field.unescaped_key().get(key)) return e;
         od::value v;
         if (auto e = field.value().get(v)) return e;
-        if (auto e = json_validate_value(v)) return e;
+        if (auto e = json_validate_value(v, depth_left - 1)) return e;
       }
       return simdjson::SUCCESS;
     }
@@ -39,7 +53,7 @@ simdjson::error_code json_validate_value(simdjson::ondemand::value value) {
       for (auto element : arr) {
         od::value v;
         if (auto e = element.get(v)) return e;
-        if (auto e = json_validate_value(v)) return e;
+        if (auto e = json_validate_value(v, depth_left - 1)) return e;
       }
       return simdjson::SUCCESS;
     }

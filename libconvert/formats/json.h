@@ -14,6 +14,11 @@
 
 namespace ckpt {
 
+// The deepest nesting of arrays and objects any JSON input may have: every JSON walk
+// (DOM documents, the on-demand readers of headers and the index) refuses deeper input
+// with simdjson::DEPTH_ERROR ("...too deep..."), so no walk can exhaust the stack.
+inline constexpr size_t kJsonMaxDepth = 256;
+
 class JsonDoc {
  public:
   // Parses `text`. On failure returns false and sets `error` to simdjson's message.
@@ -33,8 +38,12 @@ std::optional<size_t> json_value_end(std::string_view text);
 // On-demand parsing skips the values it is not asked for without checking them, so
 // {"weight_map": {...}, "x": tru} would be accepted where every other JSON reader fails.
 // Readers walk the members they ignore with this: SUCCESS when `value` (recursively) is
-// valid JSON. Recursion depth is bounded by the parser's maximum depth.
-simdjson::error_code json_validate_value(simdjson::ondemand::value value);
+// valid JSON. `depth_left` bounds the recursion: nesting deeper than that is DEPTH_ERROR
+// (callers inside a document pass kJsonMaxDepth minus the depth of `value`, so that what
+// this walk accepts a DOM parse with kJsonMaxDepth accepts too).
+simdjson::error_code json_validate_value(simdjson::ondemand::value value, size_t depth_left = kJsonMaxDepth);
+// "...: The JSON document was too deep..." for DEPTH_ERROR, simdjson's message otherwise.
+std::string json_error_text(simdjson::error_code e);
 
 // Typed lookups; nullopt when the key is missing or of another type.
 std::optional<simdjson::dom::element> json_get(simdjson::dom::element obj, std::string_view key);

@@ -113,6 +113,14 @@ void write_findings_json(JsonWriter& w, const Findings& findings) {
     w.key("message").value(f.message).end_object();
   }
   w.end_array();
+  // At most kMaxFindingsPerCode findings of one code are listed; the rest are counted
+  // here (only when there are any, so ordinary reports are unchanged).
+  const auto omitted = findings.omitted();
+  if (omitted.empty()) return;
+  w.key("findings_omitted").begin_array();
+  for (const auto& o : omitted)
+    w.begin_object().key("code").value(o.code).key("severity").value(severity_name(o.severity)).key("count").value(o.count).end_object();
+  w.end_array();
 }
 
 }  // namespace ckpt

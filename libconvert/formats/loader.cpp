@@ -17,7 +17,8 @@ bool starts_with_gguf_magic(const std::string& path) {
   MappedFile f;
   IoError err;
   if (!f.open(path, err) || f.size() < 4) return false;
-  return std::memcmp(f.bytes().data(), "GGUF", 4) == 0;
+  uint8_t magic[4];
+  return f.read_at(0, magic, err) && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include "formats/pack_manifest.h"
 
+#include <cerrno>
+
+#include "io/input_file.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -222,15 +226,13 @@ bool read_pack_manifest(const std::string& dir, PackManifest& m, Findings& f) {
     f.error("PACK_MANIFEST_MISSING", file, "", std::nullopt, "the pack has no " + std::string(kPackManifestFile));
     return false;
   }
-  const uint64_t size = fs::file_size(file, ec);
-  if (ec || size > kPackMaxManifestBytes) {
-    f.error("PACK_MANIFEST_PARSE", file, "", std::nullopt, "manifest is unreadable or larger than 1 GiB");
-    return false;
-  }
-  std::ifstream in(file, std::ios::binary);
-  std::string text(static_cast<size_t>(size), '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
-    f.error("IO_READ", file, "", std::nullopt, "cannot read " + file);
+  std::string text;
+  IoError err;
+  if (!read_input_file(file, kPackMaxManifestBytes, text, err)) {
+    if (err.err == EFBIG)
+      f.error("PACK_MANIFEST_PARSE", file, "", std::nullopt, "manifest is larger than 1 GiB");
+    else
+      f.error("IO_READ", file, "", std::nullopt, "cannot read " + file + ": " + err.message);
     return false;
   }
   return parse_pack_manifest(text, file, m, f);

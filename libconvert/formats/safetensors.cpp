@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <simdjson.h>
@@ -166,10 +167,10 @@ bool parse_tensor_entry(HeaderParse& hp, const std::string& name, od::value valu
                  "tensor '" + name + "' has unknown field '" + std::string(key) + "' (ignored by the reference)");
       od::value ignored;
       auto e = field.value().get(ignored);
-      if (!e) e = json_validate_value(ignored);
+      if (!e) e = json_validate_value(ignored, kJsonMaxDepth - 16);
       if (e) {
         hp.error("ST_HEADER_JSON", name, hp.header_offset,
-                 "tensor '" + name + "' field '" + std::string(key) + "' is not valid JSON: " + simdjson::error_message(e));
+                 "tensor '" + name + "' field '" + std::string(key) + "' is not valid JSON: " + json_error_text(e));
         return false;
       }
     }
@@ -189,7 +190,7 @@ bool parse_metadata(HeaderParse& hp, od::value value, StHeader& header) {
   od::json_type type;
   if (auto e = value.type().get(type)) {
     hp.error("ST_HEADER_JSON", "", hp.header_offset,
-             std::string("__metadata__ is not valid JSON: ") + simdjson::error_message(e));
+             std::string("__metadata__ is not valid JSON: ") + json_error_text(e));
     return false;
   }
   if (type == od::json_type::null) {
@@ -212,7 +213,7 @@ bool parse_metadata(HeaderParse& hp, od::value value, StHeader& header) {
     std::string_view key, val;
     if (auto e = field.unescaped_key().get(key)) {
       hp.error("ST_HEADER_JSON", "", hp.header_offset,
-               std::string("__metadata__ has a malformed key: ") + simdjson::error_message(e));
+               std::string("__metadata__ has a malformed key: ") + json_error_text(e));
       return false;
     }
     std::string k(key);
@@ -257,7 +258,7 @@ bool parse_header_json(HeaderParse& hp, std::string_view json, StHeader& header)
   od::document doc;
   auto fail = [&](simdjson::error_code e) {
     hp.error("ST_HEADER_JSON", "", hp.header_offset,
-             std::string("header is not valid JSON of the expected form: ") + simdjson::error_message(e));
+             std::string("header is not valid JSON of the expected form: ") + json_error_text(e));
     return false;
   };
   if (auto e = parser.iterate(padded).get(doc)) return fail(e);
@@ -270,7 +271,8 @@ bool parse_header_json(HeaderParse& hp, std::string_view json, StHeader& header)
   }
   if (auto e = doc.get_object().get(root)) return fail(e);
 
-  std::unordered_set<std::string> names;
+  std::unordered_map<std::string, size_t> names;  // name -> index in header.tensors
+  size_t entries = 0;  // tensor entries read, duplicates included: they count against the limit
   bool seen_metadata = false;
   for (auto field : root) {
     std::string_view key_view;
@@ -288,24 +290,38 @@ bool parse_header_json(HeaderParse& hp, std::string_view json, StHeader& header)
       if (!parse_metadata(hp, value, header)) return false;
       continue;
     }
-    if (header.tensors.size() >= hp.options.max_tensors) {
+    if (entries >= hp.options.max_tensors) {
       hp.error("ST_TOO_MANY_TENSORS", "", hp.header_offset,
-               "header lists more than " + std::to_string(hp.options.max_tensors) + " tensors");
+               "header lists more than " + std::to_string(hp.options.max_tensors) +
+                   " tensor entries (duplicates included)");
       return false;
     }
+    ++entries;
     StTensor t;
     t.name = key;
     if (!parse_tensor_entry(hp, key, value, t)) return false;
-    if (auto problem = name_problem(key, hp.options.max_name_bytes); !problem.empty())
-      hp.error("ST_BAD_NAME", key.substr(0, 200), hp.header_offset, "tensor name " + problem);
-    if (!names.insert(key).second) {
-      // The reference keeps the last duplicate silently: a parser differential. Strict rejects.
-      if (hp.options.mode == StMode::strict)
+    if (auto problem = name_problem(key, hp.options.max_name_bytes); !problem.empty()) {
+      // The reference accepts any name (empty, "\u0000"): compat mode does too, with a
+      // warning; strict refuses. The length cap is a resource limit in both modes.
+      const bool too_long = key.size() > hp.options.max_name_bytes;
+      if (hp.options.mode == StMode::strict || too_long)
+        hp.error("ST_BAD_NAME", key.substr(0, 200), hp.header_offset, "tensor name " + problem);
+      else
+        hp.warning("ST_BAD_NAME", key.substr(0, 200), hp.header_offset,
+                   "tensor name " + problem + " (the reference accepts it; strict mode refuses it)");
+    }
+    auto [it, inserted] = names.emplace(key, header.tensors.size());
+    if (!inserted) {
+      // The reference keeps the last duplicate silently: a parser differential. Strict
+      // rejects; compat does what the reference does and keeps the last entry.
+      if (hp.options.mode == StMode::strict) {
         hp.error("ST_DUPLICATE_TENSOR", key, hp.header_offset,
                  "tensor '" + key + "' is listed twice in the header; readers disagree on which one loads");
-      else
+      } else {
         hp.warning("ST_DUPLICATE_TENSOR", key, hp.header_offset,
-                   "tensor '" + key + "' is listed twice in the header; the reference keeps the last");
+                   "tensor '" + key + "' is listed twice in the header; the reference keeps the last, so does compat mode");
+        header.tensors[it->second] = std::move(t);
+      }
       continue;
     }
     header.tensors.push_back(std::move(t));
@@ -402,28 +418,21 @@ void note_alignment(HeaderParse& hp, const StHeader& h) {
 
 }  // namespace
 
-uint64_t StHeader::payload_bytes() const {
-  uint64_t total = 0;
-  for (const auto& t : tensors) total += t.nbytes;
-  return total;
-}
+namespace {
 
-std::optional<StHeader> read_safetensors_header(const MappedFile& file, const std::string& display,
-                                                const StReadOptions& options, Findings& findings) {
-  return read_safetensors_header(file.bytes(), display, options, findings);
-}
-
-std::optional<StHeader> read_safetensors_header(std::span<const uint8_t> file, const std::string& display,
-                                                const StReadOptions& options, Findings& findings) {
+// The header checks on `file`, which holds at least the first min(file_size, 8) bytes
+// and all of [0, 8 + N) when N passes its bounds checks.
+std::optional<StHeader> parse_header_bytes(std::span<const uint8_t> file, uint64_t file_size, const std::string& display,
+                                           const StReadOptions& options, Findings& findings) {
   HeaderParse hp{display, options, findings};
   StHeader h;
-  h.file_size = file.size();
+  h.file_size = file_size;
   if (h.file_size < kPrefix) {
     hp.error("ST_TOO_SMALL", "", 0,
              "file is " + std::to_string(h.file_size) + " bytes, shorter than the 8-byte header length");
     return std::nullopt;
   }
-  const uint8_t* base = file.data();
+  const uint8_t* base = file.data();  // holds [0, 8 + N) once N is checked
   h.header_len = read_u64_le(base);
   if (h.header_len > options.max_header_bytes) {
     hp.error("ST_HEADER_TOO_LARGE", "", 0,
@@ -466,6 +475,41 @@ std::optional<StHeader> read_safetensors_header(std::span<const uint8_t> file, c
   h.layout_ok = covered && std::all_of(h.tensors.begin(), h.tensors.end(), [](const StTensor& t) { return t.sizes_ok; });
   note_alignment(hp, h);
   return h;
+}
+
+}  // namespace
+
+uint64_t StHeader::payload_bytes() const {
+  uint64_t total = 0;
+  for (const auto& t : tensors) total += t.nbytes;
+  return total;
+}
+
+std::optional<StHeader> read_safetensors_header(const MappedFile& file, const std::string& display,
+                                                const StReadOptions& options, Findings& findings) {
+  // Only the 8 + N header bytes are read (pread, bounded by max_header_bytes and the
+  // file size); the payload is never touched here.
+  const uint64_t size = file.size();
+  std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(size, kPrefix)));
+  IoError err;
+  auto io_fail = [&](uint64_t at) {
+    findings.error("IO_READ", display, "", at, "cannot read the header: " + err.message);
+    return std::nullopt;
+  };
+  if (!file.read_at(0, head, err)) return io_fail(0);
+  if (head.size() == kPrefix) {
+    const uint64_t n = read_u64_le(head.data());
+    if (n <= options.max_header_bytes && n <= size - kPrefix) {
+      head.resize(static_cast<size_t>(kPrefix + n));
+      if (!file.read_at(kPrefix, std::span<uint8_t>(head).subspan(kPrefix), err)) return io_fail(kPrefix);
+    }
+  }
+  return parse_header_bytes(head, size, display, options, findings);
+}
+
+std::optional<StHeader> read_safetensors_header(std::span<const uint8_t> file, const std::string& display,
+                                                const StReadOptions& options, Findings& findings) {
+  return parse_header_bytes(file, file.size(), display, options, findings);
 }
 
 }  // namespace ckpt

@@ -41,7 +41,8 @@ struct StHeader {
   uint64_t header_len = 0;   // N
   uint64_t data_start = 0;   // 8 + N
   uint64_t file_size = 0;
-  std::vector<StTensor> tensors;  // in header (JSON) order, duplicates removed (first kept)
+  std::vector<StTensor> tensors;  // in header (JSON) order of first appearance; of duplicates strict
+                                  // keeps the first, compat the last (the reference's choice)
   bool has_metadata = false;
   std::vector<std::pair<std::string, std::string>> metadata;
   // True when every tensor's bytes lie inside the file and the data section is covered

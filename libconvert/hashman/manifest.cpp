@@ -1,5 +1,9 @@
 #include "hashman/manifest.h"
 
+#include <cerrno>
+
+#include "io/input_file.h"
+
 #include <algorithm>
 #include <initializer_list>
 #include <cstring>
@@ -44,20 +48,9 @@ std::string base_name(const std::string& path) { return fs::path(path).filename(
 // ---------------------------------------------------------------- expert packs
 
 bool read_text_file(const std::string& path, uint64_t limit, std::string& out, std::string& error) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec) {
-    error = "cannot read: " + ec.message();
-    return false;
-  }
-  if (size > limit) {
-    error = "is " + std::to_string(size) + " bytes, above the limit " + std::to_string(limit);
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  out.assign(static_cast<size_t>(size), '\0');
-  if (!in.read(out.data(), static_cast<std::streamsize>(size))) {
-    error = "read failed";
+  IoError err;
+  if (!read_input_file(path, limit, out, err)) {
+    error = err.err == EFBIG ? err.message : "cannot read: " + err.message;
     return false;
   }
   return true;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "formats/model_files.h"
 #include "profiles/registry.h"
 #include "model/structure_hash.h"
 
@@ -27,25 +28,21 @@ bool has_module(const ModelView& view, const std::string& module) {
 }
 
 // Every non-tensor file to carry over: relative paths, hidden entries skipped, the
-// shards, the index and config.json (rewritten) excluded.
-void list_side_files(const Checkpoint& ck, ConversionPlan& plan) {
-  if (!ck.is_directory) return;
-  std::error_code ec;
-  fs::path root(ck.root);
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (!name.empty() && name[0] == '.') {
-      if (it->is_directory(ec)) it.disable_recursion_pending();
-      continue;
-    }
-    if (!it->is_regular_file(ec)) continue;
-    std::string rel = it->path().lexically_relative(root).string();
-    if (rel == kIndexName || rel == "config.json" || name.ends_with(".safetensors")) continue;
+// shards, the index and config.json (rewritten) excluded. The listing is
+// list_model_files's (formats/model_files.h): a symlink leading outside the checkpoint
+// (a secret linked in) or a FIFO is an error and is never copied.
+bool list_side_files(const Checkpoint& ck, ConversionPlan& plan, Findings& findings) {
+  if (!ck.is_directory) return true;
+  std::vector<ModelFile> files;
+  const bool ok = list_model_files(ck.root, files, findings);
+  for (const auto& mf : files) {
+    const std::string& rel = mf.name;
+    if (rel == kIndexName || rel == "config.json" || rel.ends_with(".safetensors")) continue;
     plan.side_files.push_back(rel);
-    plan.side_bytes += it->file_size(ec);
+    plan.side_bytes += mf.size;
   }
   std::sort(plan.side_files.begin(), plan.side_files.end());
+  return ok;
 }
 
 std::string structure_hash_of(const ModelView& view) {
@@ -288,7 +285,7 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
     plan.shards.emplace_back();
     if (!plan_shard(in, plan, file, fate, dropped, plan.shards.back(), findings)) return false;
   }
-  list_side_files(in.checkpoint, plan);
+  if (!list_side_files(in.checkpoint, plan, findings)) return false;
   add_totals(in.view, plan);
   plan.source_structure_sha256 = structure_hash_of(in.view);
   return true;

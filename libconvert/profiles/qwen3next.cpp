@@ -1,5 +1,7 @@
 #include "profiles/qwen3next.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -94,21 +96,40 @@ std::optional<int64_t> required_kv(Context& c, const std::string& key, int64_t m
   return v;
 }
 
+// Reads [begin, begin + nbytes) in bounded chunks (pread) and hands each float to
+// `fn(index, value)`; fn returns false to stop. A failed read is an IO_READ finding.
+template <class Fn>
+void for_each_f32(Context& c, const GgufTensorInfo& t, uint64_t begin, Fn fn) {
+  constexpr uint64_t kChunk = uint64_t{1} << 20;  // a multiple of 4
+  std::vector<uint8_t> buf;
+  IoError err;
+  for (uint64_t done = 0; done < t.nbytes; done += kChunk) {
+    const uint64_t n = std::min(kChunk, t.nbytes - done);
+    if (!c.file.read_range(begin + done, n, buf, err)) {
+      c.f.error("IO_READ", c.display, t.name, begin + done, "cannot read " + t.name + ": " + err.message);
+      return;
+    }
+    for (uint64_t i = 0; i < n / 4; ++i) {
+      float v;
+      std::memcpy(&v, buf.data() + i * 4, 4);
+      if (!fn(done / 4 + i, v)) return;
+    }
+  }
+}
+
 // Counts the elements that are not finite and strictly negative (-0.0 and NaN fail `x < 0`).
 void check_ssm_a_values(Context& c, const GgufTensorInfo& t) {
   auto begin = checked_add(c.g.data_start, t.offset);
   auto end = begin ? checked_add(*begin, t.nbytes) : std::nullopt;
   if (!end || *end > c.file.size() || t.nbytes % 4 != 0) return;  // the reader already reported it
-  auto bytes = c.file.slice(*begin, t.nbytes);
   const uint64_t n = t.nbytes / 4;
   uint64_t bad = 0, first = 0;
   float first_value = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    float v;
-    std::memcpy(&v, bytes.data() + i * 4, 4);
-    if (std::isfinite(v) && v < 0.0f) continue;
+  for_each_f32(c, t, *begin, [&](uint64_t i, float v) {
+    if (std::isfinite(v) && v < 0.0f) return true;
     if (bad++ == 0) { first = i; first_value = v; }
-  }
+    return true;
+  });
   if (bad == 0) return;
   char value[32];
   std::snprintf(value, sizeof value, "%g", static_cast<double>(first_value));
@@ -131,16 +152,12 @@ bool check_recovered_a_log(Context& c, int64_t il) {
     c.f.error("Q3N_SSM_A_TYPE", c.display, t.name, t.info_offset, t.name + " must be F32 and inside the file");
     return true;
   }
-  auto bytes = c.file.slice(*begin, t.nbytes);
-  for (uint64_t i = 0; i < t.nbytes / 4; ++i) {
-    float v;
-    std::memcpy(&v, bytes.data() + i * 4, 4);
-    if (!std::isfinite(v)) {
-      c.f.error("Q3N_SSM_A_NOT_NEGATIVE", c.display, t.name, *begin + i * 4,
-                t.name + " element " + std::to_string(i) + " is not finite; A_log = log(-ssm_a) must be");
-      break;
-    }
-  }
+  for_each_f32(c, t, *begin, [&](uint64_t i, float v) {
+    if (std::isfinite(v)) return true;
+    c.f.error("Q3N_SSM_A_NOT_NEGATIVE", c.display, t.name, *begin + i * 4,
+              t.name + " element " + std::to_string(i) + " is not finite; A_log = log(-ssm_a) must be");
+    return false;
+  });
   return true;
 }
 

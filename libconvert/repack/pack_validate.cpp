@@ -394,8 +394,9 @@ void PackValidator::compare_dense_kvs(const MappedFile& ref, const GgufFile& g) 
     if (kv.key == kRepackExpertsKey || kv.key == kRepackALogKey) continue;
     const auto* out = dense_gguf_->find_kv(kv.key);
     uint64_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+    uint64_t diff = 0;
     const bool same = out != nullptr && gguf_kv_byte_range(ref, kv, a0, a1) && gguf_kv_byte_range(dense_, *out, b0, b1) &&
-                      a1 - a0 == b1 - b0 && std::memcmp(ref.slice(a0, a1 - a0).data(), dense_.slice(b0, b1 - b0).data(), a1 - a0) == 0;
+                      a1 - a0 == b1 - b0 && bytes_equal(ref, a0, dense_, b0, a1 - a0, diff);
     if (!same) {
       f_.error("PACK_DENSE_MISMATCH", file, "", std::nullopt,
                "key '" + kv.key + "' of the reference is " + (out ? "different" : "missing") + " in " + m_.dense_name);
@@ -411,12 +412,24 @@ void PackValidator::compare_a_log(const MappedFile& ref, uint64_t ref_data_start
     f_.error("PACK_DENSE_MISMATCH", file, out.name, std::nullopt, "'" + out.name + "' does not match the shape of '" + src.name + "'");
     return;
   }
-  const auto a = ref.slice(ref_data_start + src.offset, src.nbytes);
-  const auto b = dense_.slice(dense_gguf_->data_start + out.offset, out.nbytes);
+  // Bounded chunks through pread (ssm_a is small; the chunking keeps it so for any file).
+  std::vector<uint8_t>& a = buf_a_;
+  std::vector<uint8_t>& b = buf_b_;
+  const uint64_t chunk = kReadChunk - kReadChunk % 4;
   for (uint64_t i = 0; i < src.nbytes / 4; ++i) {
+    const uint64_t at = 4 * i % chunk;
+    if (at == 0) {
+      const uint64_t n = std::min(chunk, src.nbytes - 4 * i);
+      IoError err;
+      if (!ref.read_range(ref_data_start + src.offset + 4 * i, n, a, err) ||
+          !dense_.read_range(dense_gguf_->data_start + out.offset + 4 * i, n, b, err)) {
+        f_.error("IO_READ", err.path, out.name, std::nullopt, err.message);
+        return;
+      }
+    }
     float x, y;
-    std::memcpy(&x, a.data() + 4 * i, 4);
-    std::memcpy(&y, b.data() + 4 * i, 4);
+    std::memcpy(&x, a.data() + at, 4);
+    std::memcpy(&y, b.data() + at, 4);
     const float expected = a_log_from_ssm_a(x);
     if (std::memcmp(&expected, &y, 4) != 0) {
       f_.error("PACK_A_LOG_MISMATCH", file, out.name, dense_gguf_->data_start + out.offset + 4 * i,

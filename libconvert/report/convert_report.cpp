@@ -174,6 +174,7 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
   const ConversionPlan& p = r.plan;
   for (const auto& f : r.findings.items())
     out << "  " << finding_text(f) << "\n";
+  for (const auto& line : r.findings.omitted_lines()) out << "  " << display_escape(line) << "\n";
   if (r.status != ConvertStatus::ok) {
     out << "ckpt convert: FAILED (" << convert_status_name(r.status) << ")\n";
     return;

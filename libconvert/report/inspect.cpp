@@ -109,6 +109,7 @@ void print_inspect_human(const InspectSummary& s, const Findings& findings, std:
   }
   for (const auto& f : findings.items())
     out << "  " << finding_text(f) << "\n";
+  for (const auto& line : findings.omitted_lines()) out << "  " << display_escape(line) << "\n";
 }
 
 }  // namespace ckpt

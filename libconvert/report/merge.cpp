@@ -1,5 +1,7 @@
 #include "report/merge.h"
 
+#include <cerrno>
+
 #include <algorithm>
 #include <map>
 
@@ -85,23 +87,27 @@ bool parse_findings(simdjson::dom::element root, ValidationReport& r) {
     f.message = json_string(e, "message").value_or("");
     r.findings.add(std::move(f));
   }
+  // Counted-but-not-listed findings (findings.h's per-code cap) keep their counts.
+  if (auto omitted = json_get(root, "findings_omitted")) {
+    simdjson::dom::array list;
+    if (omitted->get_array().get(list)) return false;
+    for (auto e : list) {
+      auto code = json_string(e, "code");
+      auto sev = severity_of(json_string(e, "severity").value_or(""));
+      auto count = json_int(e, "count");
+      if (!code || code->empty() || !sev || !count || *count < 0) return false;
+      r.findings.add_omitted(*code, *sev, static_cast<uint64_t>(*count));
+    }
+  }
   return true;
 }
 
 bool read_text(const std::string& path, std::string& text, std::string& error) {
-  MappedFile f;
   IoError err;
-  if (!f.open(path, err)) {
-    error = err.message;
+  if (!read_input_file(path, kMaxPartBytes, text, err)) {
+    error = err.err == EFBIG ? path + " " + err.message + " (more than a report can be)" : err.message;
     return false;
   }
-  if (f.size() > kMaxPartBytes) {
-    error = path + " is " + std::to_string(f.size()) + " bytes, more than a report can be (" +
-            std::to_string(kMaxPartBytes) + ")";
-    return false;
-  }
-  auto b = f.bytes();
-  text.assign(reinterpret_cast<const char*>(b.data()), b.size());
   return true;
 }
 

@@ -104,6 +104,7 @@ void print_validation_human(const ValidationReport& r, std::ostream& out, size_t
     out << "  " << finding_text(f) << "\n";
     ++shown;
   }
+  for (const auto& line : r.findings.omitted_lines()) out << "  " << line << "\n";
   if (r.deep || r.sha256) {
     char rate[64];
     double mbps = r.seconds > 0 ? static_cast<double>(r.bytes_read) / r.seconds / 1e6 : 0;

@@ -440,8 +440,8 @@ std::vector<uint8_t> tensor_bytes(const LoadedModel& m, const ModelTensor& t) {
   MappedFile f;
   IoError err;
   EXPECT_TRUE(f.open(m.view.file_paths[t.file], err)) << err.message;
-  if (!f.bytes().data() || t.offset + t.nbytes > f.size()) return {};
-  auto s = f.slice(t.offset, t.nbytes);
+  if (f.size() == 0 || t.offset + t.nbytes > f.size()) return {};
+  auto s = f.read_bytes(t.offset, t.nbytes);
   return {s.begin(), s.end()};
 }
 

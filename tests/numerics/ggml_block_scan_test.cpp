@@ -33,7 +33,7 @@ std::vector<uint8_t> tensor_bytes(const Loaded& l, const std::string& name, int3
   EXPECT_NE(t, nullptr) << name;
   if (t == nullptr) return {};
   EXPECT_EQ(t->type, expect_type) << name;
-  auto s = l.file.slice(l.g->data_start + t->offset, t->nbytes);
+  auto s = l.file.read_bytes(l.g->data_start + t->offset, t->nbytes);
   return {s.begin(), s.end()};
 }
 
@@ -52,7 +52,7 @@ TEST(GgmlBlockScan, CleanFixtureTensorsReportZero) {
     load(l, rel);
     for (const GgufTensorInfo& t : l.g->tensors) {
       BlockScanResult r;
-      scan_ggml_blocks(t.type, l.file.slice(l.g->data_start + t.offset, t.nbytes), 0, r);
+      scan_ggml_blocks(t.type, l.file.read_bytes(l.g->data_start + t.offset, t.nbytes), 0, r);
       EXPECT_EQ(r.total_bad(), 0u) << rel << " " << t.name;
       EXPECT_FALSE(r.first_bad_byte.has_value());
     }

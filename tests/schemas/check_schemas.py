@@ -76,6 +76,15 @@ def main() -> int:
         runs.append(("verify-report.schema.json", [gpu, "verify", "--json", "-", "/nonexistent"]))
         # The expert pack's hash manifest.
         runs.append(("hash-manifest.schema.json", ["hash", "--dequant", tmp + "/pack"]))
+        # A hostile header (one name 1,000 times): the findings are capped per code and the
+        # rest counted in findings_omitted, which the schema must describe.
+        entry = '"w":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}'
+        header = ("{" + ",".join([entry] * 1000) + "}").encode()
+        header += b" " * (-len(header) % 8)
+        with open(tmp + "/dup.safetensors", "wb") as f:
+            f.write(len(header).to_bytes(8, "little") + header)
+        runs.append(("validation-report.schema.json", ["validate", "--json", "-", tmp + "/dup.safetensors"]))
+        runs.append(("inspect.schema.json", ["inspect", "--json", tmp + "/dup.safetensors"]))
         for schema_name, args in runs:
             failed += check_run(ckpt, schemas, schema_name, args)
     # Scale-out: partitions, --finalize (refused, then done) and validate --merge, in a scratch directory.
