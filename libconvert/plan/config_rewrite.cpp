@@ -139,10 +139,6 @@ void write_conversion(JsonPrettyWriter& w, const ConfigRewriteInput& in) {
                     "{block}.ffn.experts.{w13,w2}.channel_scale"});
     w.end_object();
   }
-  if (!in.quant_profile.empty()) {
-    w.key("quant_profile");
-    w.string(in.quant_profile);
-  }
   w.key("dense_fp8_to");
   w.string("bfloat16");
   w.key("converted_tensors");

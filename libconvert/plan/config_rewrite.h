@@ -28,7 +28,6 @@ struct ConfigRewriteInput {
   // Quantized tensors left in a format SGLang's FP8 entry point does not route (gpt-oss MXFP4
   // blocks kept): quantization_config is copied as it is rather than rewritten.
   bool keep_quant_config_verbatim = false;
-  std::string quant_profile;              // schemas/quant profile of the input, recorded when set
 };
 
 // SGLang module names QW lists in ignored_layers / modules_to_not_convert, in its order.

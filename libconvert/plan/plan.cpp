@@ -152,7 +152,7 @@ void classify(const ModelView& view, ExpertMode experts, const std::vector<Fp8Pa
       dropped[d] = kConsumedScale;
       ++plan.dropped_activation_scales;
     }
-    plan.dequantized_inputs.push_back(p.weight);
+    plan.dequantized_tensors.push_back(view.tensors[p.weight].name);
   }
   if (experts == ExpertMode::bf16)  // gpt-oss: X_blocks + X_scales -> BF16 X [E, K, R]
     for (const auto& b : blocks) {
@@ -163,7 +163,7 @@ void classify(const ModelView& view, ExpertMode experts, const std::vector<Fp8Pa
       t.rows = b.rows;
       t.k = b.k;
       dropped[b.scales] = kConsumedScale;
-      plan.dequantized_inputs.push_back(b.blocks);
+      plan.dequantized_tensors.push_back(view.tensors[b.blocks].name);
     }
   if (experts == ExpertMode::bf16)  // every MXFP4 expert weight with its E8M0 scale (pairing checked both)
     for (size_t i = 0; i < view.tensors.size(); ++i) {
@@ -175,7 +175,7 @@ void classify(const ModelView& view, ExpertMode experts, const std::vector<Fp8Pa
       fate[i].action = TensorAction::dequant_mxfp4;
       fate[i].scale = s;
       dropped[s] = kConsumedScale;
-      plan.dequantized_inputs.push_back(i);
+      plan.dequantized_tensors.push_back(t.name);
     }
   for (const auto& m : fused)  // remapped experts: their per-expert tensors are consumed
     for (const auto& parts : m.parts)

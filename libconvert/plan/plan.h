@@ -92,7 +92,7 @@ struct ConversionPlan {
   std::string profile;                 // profile whose pairing rules applied
   std::string quant_profile;           // quantization profile (schemas/quant) detected; "" = none
   // Input tensors dequantized (FP8 weights and MXFP4 experts), for --dry-run.
-  std::vector<size_t> dequantized_inputs;
+  std::vector<std::string> dequantized_tensors;
   uint64_t dropped_activation_scales = 0;
   std::vector<PlannedShard> shards;
   std::vector<std::string> side_files;  // relative paths of non-tensor files to copy
