@@ -15,6 +15,7 @@
 
 #include "convert/convert.h"
 #include "formats/json.h"
+#include "model/tensor_values.h"
 #include "test_util.h"
 #include "validate/validate.h"
 
@@ -298,6 +299,32 @@ TEST(Families, DryRunNamesTheProfileAndTheTensorsItDequantizes) {
     EXPECT_NE(r.out.find("quantization profile"), std::string::npos) << family << r.out;
     EXPECT_NE(r.out.find(std::string(family) == "gptoss-mxfp4" ? "mlp.experts.gate_up_proj_blocks" : "proj.weight"),
               std::string::npos) << family << r.out;
+  }
+}
+
+// dump decodes through the same pairing and numerics as convert: for a BF16-scaled Qwen FP8
+// weight and an F32-scaled DeepSeek-V3 one, bf16_rne(dump --as f32) is the converted tensor.
+TEST(Families, DumpOfAnFp8WeightRoundsToTheConvertedBf16) {
+  for (const auto& [family, name] : {std::pair<std::string, std::string>{"qwen3moe-fp8", "model.layers.0.mlp.experts.1.gate_proj.weight"},
+                                     {"dsv3-fp8", "model.layers.1.self_attn.q_a_proj.weight"}}) {
+    auto c = convert_family(family);
+    ASSERT_EQ(c->report.status, ConvertStatus::ok) << describe(c->report.findings);
+    auto in = test::load_model_checked(c->in);
+    auto out = test::load_model_checked(c->out);
+    std::vector<uint8_t> f32;
+    std::string error;
+    auto sink = [&](std::span<const uint8_t> b) {
+      f32.insert(f32.end(), b.begin(), b.end());
+      return true;
+    };
+    ASSERT_TRUE(dump_tensor(*in, name, DumpAs::f32, sink, error)) << error;
+    const auto want = as_u16(tensor_bytes(*out, name));
+    ASSERT_EQ(f32.size(), 2 * want.size() * 2);
+    for (size_t i = 0; i < want.size(); ++i) {
+      float v;
+      std::memcpy(&v, &f32[4 * i], 4);
+      ASSERT_EQ(ref_bf16(v), want[i]) << family << " " << name << " element " << i;
+    }
   }
 }
 
