@@ -328,5 +328,29 @@ TEST(Families, DumpOfAnFp8WeightRoundsToTheConvertedBf16) {
   }
 }
 
+// --resume: every shard of a finished family conversion is proven by its record (its inputs,
+// scales and gpt-oss blocks included through tensor_inputs), and a changed scale is redone.
+TEST(Families, ResumeSkipsFinishedShardsAndTheBlocksInputsAreTheirIdentity) {
+  for (const char* family : {"qwen3moe-fp8", "gptoss-mxfp4"}) {
+    auto c = convert_family(family);
+    ASSERT_EQ(c->report.status, ConvertStatus::ok) << describe(c->report.findings);
+    for (const auto& shard : c->report.plan.shards)
+      for (const auto& t : shard.tensors)
+        if (t.action == TensorAction::dequant_mxfp4_blocks) {
+          const auto inputs = tensor_inputs(c->report.plan, t);
+          EXPECT_EQ(inputs, (std::vector<size_t>{t.input, t.scale})) << family;
+        }
+    ConvertOptions o;
+    o.input = c->in;
+    o.output = c->out;
+    o.experts = ExpertMode::bf16;
+    o.resume = true;
+    ConvertReport again = convert_checkpoint(o);
+    ASSERT_EQ(again.status, ConvertStatus::ok) << describe(again.findings);
+    EXPECT_EQ(again.shards_written, 0u) << family;
+    EXPECT_EQ(again.shards_resumed, c->report.plan.shards.size()) << family;
+  }
+}
+
 }  // namespace
 }  // namespace ckpt
