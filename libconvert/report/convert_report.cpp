@@ -170,7 +170,8 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
     out << "plan for " << o.input << " -> " << o.output << " (dry run, nothing written)\n";
     for (const auto& s : p.shards)
       out << "  " << s.name << ": " << s.converted << " converted, " << s.copied << " copied, " << s.dropped_scales
-          << " scales dropped, " << with_commas(s.file_bytes) << " bytes\n";    if (!p.quant_profile.empty()) {
+          << " scales dropped, " << with_commas(s.file_bytes) << " bytes\n";
+    if (!p.quant_profile.empty()) {
       out << "  quantization profile " << p.quant_profile << " (schemas/quant/" << p.quant_profile
           << ".json): dequantizes " << with_commas(p.dequantized_tensors.size()) << " tensors to BF16";
       if (p.dropped_activation_scales) out << ", drops " << with_commas(p.dropped_activation_scales) << " activation scales";
