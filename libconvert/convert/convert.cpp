@@ -104,6 +104,8 @@ bool rewrite_input_config(const LoadedModel& in, ConvertReport& r) {
   // INT8-shift experts still load through the quantized route.
   cri.output_has_mxfp4_experts = r.plan.output_has_mxfp4_experts || !r.plan.fused.empty();
   cri.extra_bf16_modules = r.plan.extra_bf16_modules;
+  cri.keep_quant_config_verbatim = r.plan.pairing.scheme.shape == ScaleShape::mxfp4_blocks &&
+                                   r.plan.output_has_mxfp4_experts && r.plan.fused.empty();
   cri.tool_version = CKPT_VERSION;
   cri.source_structure_sha256 = r.plan.source_structure_sha256;
   if (!rewrite_config(text, cri, r.config_json, error)) {

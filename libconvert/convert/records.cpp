@@ -68,9 +68,15 @@ std::vector<std::pair<std::string, std::string>> conversion_params(const Convers
 std::string recipe_hash(const ModelView& view, const ConversionPlan& plan, const PlannedShard& shard) {
   IdentityHash h;
   h.add(static_cast<uint64_t>(plan.pairing.allow_bare_fp8_names));
+  // The quantization profile decides what a scale means; V4's (and the legacy rules) add nothing,
+  // so records written before profiles existed still match.
+  if (!plan.quant_profile.empty() && plan.quant_profile != "deepseek-v4") h.add(plan.quant_profile);
   for (size_t k = 0; k < shard.tensors.size(); ++k) {
     const PlannedTensor& t = shard.tensors[k];
     h.add(shard.writer_tensors[k].name).add(static_cast<uint64_t>(t.action));
+    if ((t.block_rows && t.block_rows != plan.pairing.block_rows) || (t.block_cols && t.block_cols != plan.pairing.block_cols))
+      h.add(t.block_rows).add(t.block_cols);  // per-channel / per-tensor scales
+    if (t.action == TensorAction::dequant_mxfp4_blocks) h.add(t.experts).add(t.rows).add(t.k);
     if (t.fused != SIZE_MAX) {
       const RemapParams& p = plan.fused[t.fused].params;
       h.add(p.rows).add(p.k).add(static_cast<uint64_t>(p.headroom)).add(static_cast<uint64_t>(p.rounding));

@@ -140,11 +140,29 @@ void add_remap_units(const ModelView& view, const ConversionPlan& plan, const Pl
   }
 }
 
+// gpt-oss MXFP4 blocks: one unit per expert (its [R, K] is transposed whole).
+void add_blocks_units(const ModelView& view, const PlannedShard& shard, size_t k, std::vector<Unit>& units) {
+  const PlannedTensor& pt = shard.tensors[k];
+  const ModelTensor& t = view.tensors[pt.input];
+  const uint64_t per_expert = pt.experts ? t.nbytes / pt.experts : 0;
+  for (uint64_t e = 0; e < std::max<uint64_t>(1, pt.experts); ++e) {
+    Unit u;
+    u.k = k;
+    u.expert = e;
+    u.row_begin = e * pt.rows;
+    u.in.push_back(Segment{pt.input, t.offset + e * per_expert, per_expert, per_expert == t.nbytes});
+    u.out_len = 4 * per_expert;
+    units.push_back(std::move(u));
+  }
+}
+
 std::vector<Unit> plan_units(const ModelView& view, const ConversionPlan& plan, const PlannedShard& shard) {
   std::vector<Unit> units;
   for (size_t k = 0; k < shard.tensors.size(); ++k) {
     size_t first = units.size();
-    if (is_remap(shard.tensors[k].action))
+    if (shard.tensors[k].action == TensorAction::dequant_mxfp4_blocks)
+      add_blocks_units(view, shard, k, units);
+    else if (is_remap(shard.tensors[k].action))
       add_remap_units(view, plan, shard, k, units);
     else
       add_tensor_units(view, shard, k, units);
@@ -232,7 +250,7 @@ class ShardPipeline {
       tensor_hash_.reset();
       current_scale_.reset();
       bool dequant = pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32 ||
-                     pt.action == TensorAction::dequant_mxfp4;
+                     pt.action == TensorAction::dequant_mxfp4 || pt.action == TensorAction::dequant_mxfp4_blocks;
       if (dequant && !load_scale(pt, *w)) return w.release();
     }
     w->scale = current_scale_;
@@ -286,9 +304,10 @@ class ShardPipeline {
       w.error_kind = WriteStatus::io_error;
       return false;
     }
-    if (pt.action == TensorAction::dequant_f32) {
-      grid->f32.resize(s.nbytes / 4);
-      std::memcpy(grid->f32.data(), grid->bytes.data(), grid->f32.size() * 4);
+    if (pt.action == TensorAction::dequant_f32 && !(s.dtype && scale_grid_to_f32(*s.dtype, grid->bytes, grid->f32))) {
+      w.error = view_.file_of(s) + ": scale " + s.name + " is " + s.type + ", not an F32/BF16/F16 multiplier";
+      w.error_kind = WriteStatus::input_error;
+      return false;
     }
     Xxh3 h;
     h.update(grid->bytes);
@@ -303,8 +322,9 @@ class ShardPipeline {
     if (pt.action == TensorAction::copy) return w;
     if (is_remap(pt.action)) return remap(w, pt);
     if (pt.action == TensorAction::dequant_mxfp4) return dequant_experts(w, pt);
+    if (pt.action == TensorAction::dequant_mxfp4_blocks) return dequant_blocks(w, pt);
     const ModelTensor& t = view_.tensors[pt.input];
-    Fp8Grid grid{t.shape[0], t.shape[1], plan_.pairing.block_rows, plan_.pairing.block_cols};
+    const Fp8Grid grid = planned_fp8_grid(plan_, pt, t);
     w->out.resize(w->in.size() * 2);
     std::optional<Fp8Fault> fault =
         pt.action == TensorAction::dequant_e8m0
@@ -329,6 +349,23 @@ class ShardPipeline {
       scales = std::span<const uint8_t>(w->scale->bytes).subspan(w->unit->row_begin * blocks, rows * blocks);
     std::optional<Mxfp4Fault> fault = dequant_mxfp4_rows(w->in, scales, k, w->unit->row_begin, w->out);
     if (fault) {
+      w->error = mxfp4_fault_text(t, view_.tensors[pt.scale], k, *fault);
+      w->error_kind = WriteStatus::input_error;
+    }
+    return w;
+  }
+
+  // One gpt-oss expert: its [R, K] MXFP4 rows to BF16, transposed to [K, R] (numerics/mxfp4.h;
+  // transformers' BF16 layout: gate_up_proj [E, H, 2I], down_proj [E, I, H]).
+  Work* dequant_blocks(Work* w, const PlannedTensor& pt) {
+    const ModelTensor& t = view_.tensors[pt.input];
+    const uint64_t rows = pt.rows, k = pt.k, blocks = k / 32, e = w->unit->expert;
+    thread_local std::vector<uint8_t> scratch;
+    w->out.resize(w->unit->out_len);
+    std::span<const uint8_t> scales;
+    if ((e + 1) * rows * blocks <= w->scale->bytes.size())
+      scales = std::span<const uint8_t>(w->scale->bytes).subspan(e * rows * blocks, rows * blocks);
+    if (auto fault = dequant_mxfp4_transposed(w->in, scales, rows, k, e * rows, scratch, w->out)) {
       w->error = mxfp4_fault_text(t, view_.tensors[pt.scale], k, *fault);
       w->error_kind = WriteStatus::input_error;
     }

@@ -1,6 +1,7 @@
 #include "model/quant_config.h"
 
 #include "formats/json.h"
+#include "model/quant_scheme.h"
 
 namespace ckpt {
 
@@ -28,6 +29,11 @@ std::string weight_block_size_problem(const WeightBlockSize& w) {
   return "quantization_config.weight_block_size is " + w.text +
          "; it must be two positive integers [rows, cols] (e.g. [128, 128]): the FP8 block grid is read, never "
          "assumed";
+}
+
+bool quant_scheme_ignores_null_block(const QuantScheme& s, const WeightBlockSize& w) {
+  return w.status == WeightBlockSize::invalid && w.text == "null" &&
+         (s.shape == ScaleShape::tensor || s.shape == ScaleShape::channel);
 }
 
 bool weight_block_size_from_config(simdjson::dom::element config, uint64_t& rows, uint64_t& cols) {

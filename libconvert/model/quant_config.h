@@ -27,6 +27,11 @@ WeightBlockSize read_weight_block_size(simdjson::dom::element config);
 std::string weight_block_size_problem(const WeightBlockSize& w);
 
 // quantization_config.weight_block_size as [rows, cols]; false when absent or invalid.
+// A per-tensor or per-channel scheme (Mistral's FP8: "weight_block_size": null) has no block:
+// a null weight_block_size is its marker there, not a malformed value.
+struct QuantScheme;
+bool quant_scheme_ignores_null_block(const QuantScheme& s, const WeightBlockSize& w);
+
 bool weight_block_size_from_config(simdjson::dom::element config, uint64_t& rows, uint64_t& cols);
 
 }  // namespace ckpt

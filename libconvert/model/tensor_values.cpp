@@ -11,6 +11,7 @@
 #include "core/ggml_types.h"
 #include "numerics/fp8.h"
 #include "numerics/ggml_dequant.h"
+#include "numerics/mxfp4.h"
 #include "model/quant_config.h"
 #include "model/pairing.h"
 
@@ -22,13 +23,6 @@ std::string hex2(uint8_t b) {
   std::snprintf(buf, sizeof buf, "0x%02X", b);
   return buf;
 }
-
-// E8M0 byte b (≠ 0xFF) as the float 2^(b−127); b = 0 is the fp32 denormal 2^−127.
-float e8m0_to_f32(uint8_t b) { return b == 0 ? std::bit_cast<float>(0x00400000u) : std::bit_cast<float>(uint32_t{b} << 23); }
-
-// E2M1 with its sign bit: an MXFP4 code is exactly one of ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
-constexpr float kE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                             -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
 class Dumper {
  public:
@@ -51,7 +45,6 @@ class Dumper {
   bool plain_floats(int32_t ggml_type);
   bool fp8();
   bool mxfp4_expert();
-  const ModelTensor* fp8_scale(bool& f32_scale);
   bool check_scale(const ModelTensor& s, Dtype dtype, uint64_t rows, uint64_t cols);
 
   const LoadedModel& m_;
@@ -184,21 +177,6 @@ bool Dumper::safetensors_f32() {
                                           "experts are; --as raw writes any tensor's bytes)");
 }
 
-// X.weight ↔ X.scale (E8M0) or X.weight_scale_inv (F32); a bare FP8 P ↔ P.scale.
-const ModelTensor* Dumper::fp8_scale(bool& f32_scale) {
-  const std::string& name = t_.name;
-  constexpr std::string_view kWeight = ".weight";
-  const bool has_weight = name.size() > kWeight.size() && name.ends_with(kWeight);
-  const std::string base = has_weight ? name.substr(0, name.size() - kWeight.size()) : name;
-  f32_scale = false;
-  if (const ModelTensor* s = m_.view.find(base + ".scale")) return s;
-  if (has_weight) {
-    f32_scale = true;
-    return m_.view.find(base + ".weight_scale_inv");
-  }
-  return nullptr;
-}
-
 bool Dumper::check_scale(const ModelTensor& s, Dtype dtype, uint64_t rows, uint64_t cols) {
   const uint64_t esz = dtype_bits(dtype) / 8;
   if (s.dtype != dtype || s.shape.size() != 2 || s.shape[0] != rows || s.shape[1] != cols || !s.payload_ok ||
@@ -209,22 +187,44 @@ bool Dumper::check_scale(const ModelTensor& s, Dtype dtype, uint64_t rows, uint6
   return true;
 }
 
+// The scale is found, typed and shaped by the same pairing rules as validate and convert
+// (model/pairing.h under the detected quantization profile); the values are the f32 products
+// fp8_scaled_f32(code, scale) of numerics/fp8.h, which convert rounds once to BF16.
 bool Dumper::fp8() {
   if (t_.shape.size() != 2) return fail(DumpError::unsupported, "an F8_E4M3 weight must be 2-D");
-  bool f32_scale = false;
-  const ModelTensor* s = fp8_scale(f32_scale);
-  if (!s) return fail(DumpError::unsupported, "F8_E4M3 weight without a scale (.scale or .weight_scale_inv)");
-  Fp8Grid g{t_.shape[0], t_.shape[1], 128, 128};
+  PairingOptions po;
+  po.allow_bare_fp8_names = true;
   if (const JsonDoc* cfg = m_.checkpoint.config.get()) {
     const WeightBlockSize wbs = read_weight_block_size(cfg->root());
-    if (wbs.status == WeightBlockSize::invalid) return fail(DumpError::bad_value, "config.json: " + weight_block_size_problem(wbs));
-    if (wbs.status == WeightBlockSize::valid) g = Fp8Grid{t_.shape[0], t_.shape[1], wbs.rows, wbs.cols};
+    std::string error;
+    const bool known = detect_quant_scheme(cfg, po.scheme, error);
+    if (wbs.status == WeightBlockSize::invalid && !(known && quant_scheme_ignores_null_block(po.scheme, wbs)))
+      return fail(DumpError::bad_value, "config.json: " + weight_block_size_problem(wbs));
+    if (!known) return fail(DumpError::unsupported, "config.json: " + error);
+    if (po.scheme.block_given) {
+      po.block_rows = po.scheme.block_rows;
+      po.block_cols = po.scheme.block_cols;
+    } else if (wbs.status == WeightBlockSize::valid) {
+      po.block_rows = wbs.rows;
+      po.block_cols = wbs.cols;
+    }
   }
-  const uint64_t srows = fp8_scale_rows(g), scols = fp8_scale_cols(g);
-  const Dtype sd = f32_scale ? Dtype::F32 : Dtype::F8_E8M0;
-  if (!check_scale(*s, sd, srows, scols)) return false;
+  std::string problem, code;
+  const std::optional<Fp8Pair> pair = pair_fp8_weight(m_.view, po, t_, problem, &code);
+  if (!pair) {
+    if (code == "FP8_UNPAIRED")
+      return fail(DumpError::unsupported, "F8_E4M3 weight without a scale (.scale or .weight_scale_inv): " + problem);
+    return fail(DumpError::unsupported, problem);
+  }
+  const ModelTensor* s = &m_.view.tensors[pair->scale];
+  const Fp8Grid g{t_.shape[0], t_.shape[1], pair->block_rows, pair->block_cols};
+  const uint64_t scols = fp8_scale_cols(g);
   if (g.rows == 0 || g.cols == 0) return true;
-  const uint64_t esz = f32_scale ? 4 : 1;
+  const uint64_t esz = dtype_bits(pair->scale_dtype) / 8;
+  if (!s->payload_ok || s->nbytes != fp8_scale_rows(g) * scols * esz)
+    return fail(DumpError::bad_value, "scale " + s->name + " holds " + std::to_string(s->nbytes) + " bytes, not a " +
+                                          std::to_string(fp8_scale_rows(g)) + " x " + std::to_string(scols) + " grid");
+  std::vector<float> multipliers;
   const uint64_t rows_per_chunk = std::max<uint64_t>(1, kDumpChunkValues / g.cols);
   for (uint64_t r0 = 0; r0 < g.rows; r0 += rows_per_chunk) {
     const uint64_t r1 = std::min(g.rows, r0 + rows_per_chunk);
@@ -233,26 +233,27 @@ bool Dumper::fp8() {
     scale_in_.resize((sr1 - sr0) * scols * esz);
     out_.resize(in_.size());
     if (!read(t_, r0 * g.cols, in_) || !read(*s, sr0 * scols * esz, scale_in_)) return false;
+    if (pair->f32_scale) scale_grid_to_f32(pair->scale_dtype, scale_in_, multipliers);
     for (uint64_t i = r0; i < r1; ++i) {
       for (uint64_t j = 0; j < g.cols; ++j) {
         const uint64_t k = (i - r0) * g.cols + j, si = (i / g.block_rows - sr0) * scols + j / g.block_cols;
-        const uint8_t code = in_[k];
-        if (e4m3_is_nan(code))
-          return fail(DumpError::bad_value, element_at(i, j, g.cols) + " is the E4M3 NaN code " + hex2(code));
+        const uint8_t code8 = in_[k];
+        if (e4m3_is_nan(code8))
+          return fail(DumpError::bad_value, element_at(i, j, g.cols) + " is the E4M3 NaN code " + hex2(code8));
         float scale;
-        if (f32_scale) {
-          std::memcpy(&scale, &scale_in_[4 * si], 4);
+        if (pair->f32_scale) {
+          scale = multipliers[si];
           if (!std::isfinite(scale))
             return fail(DumpError::bad_value, element_at(i, j, g.cols) + ": its scale in " + s->name + " is not finite");
         } else {
           if (e8m0_is_nan(scale_in_[si]))
             return fail(DumpError::bad_value,
                         element_at(i, j, g.cols) + ": its scale in " + s->name + " is the E8M0 NaN code 0xFF");
-          scale = e8m0_to_f32(scale_in_[si]);
+          scale = e8m0_to_float(scale_in_[si]);
         }
         // E8M0: e4m3 × 2^k is exact in fp32 (at most 4 significant bits, ≥ 2^−136).
-        // F32: one binary32 multiply, as DeepSeek-V3's kernel does before its BF16 rounding.
-        out_[k] = e4m3_to_float(code) * scale;
+        // Multipliers: one binary32 multiply, as DeepSeek-V3's kernel does before its BF16 rounding.
+        out_[k] = fp8_scaled_f32(code8, scale);
       }
     }
     if (!emit(out_)) return false;
@@ -284,7 +285,7 @@ bool Dumper::mxfp4_expert() {
       }
       const uint8_t byte = in_[k / 2];
       const uint8_t code = k % 2 == 0 ? byte & 0xF : byte >> 4;  // low nibble first
-      out_[k] = kE2M1[code] * e8m0_to_f32(e);  // ≤ 2 significant bits × 2^k: exact
+      out_[k] = e2m1_to_float(code) * e8m0_to_float(e);  // ≤ 2 significant bits × 2^k: exact
     }
     if (!emit(out_)) return false;
   }

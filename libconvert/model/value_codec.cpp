@@ -23,11 +23,6 @@ T load(const uint8_t* p) {
   return v;
 }
 
-float e8m0_value(uint8_t b) {
-  if (b == 0xFF) return std::numeric_limits<float>::quiet_NaN();
-  return b == 0 ? std::bit_cast<float>(0x00400000u) : std::bit_cast<float>(uint32_t{b} << 23);
-}
-
 ValueCodec element(Kind k, uint64_t bytes) {
   ValueCodec c;
   c.ok = true;
@@ -122,7 +117,7 @@ bool decode_values(const ValueCodec& c, std::span<const uint8_t> in, std::span<f
     case kE4M3: for (size_t i = 0; i < n; ++i) out[i] = e4m3_to_float(p[i]); break;
     // E5M2 is the high byte of an IEEE binary16.
     case kE5M2: for (size_t i = 0; i < n; ++i) out[i] = ggml_fp16_to_f32(static_cast<uint16_t>(p[i] << 8)); break;
-    case kE8M0: for (size_t i = 0; i < n; ++i) out[i] = e8m0_value(p[i]); break;
+    case kE8M0: for (size_t i = 0; i < n; ++i) out[i] = e8m0_to_float(p[i]); break;
     default: error = "decode: no decoder"; return false;
   }
   return true;

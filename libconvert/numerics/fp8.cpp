@@ -52,6 +52,11 @@ constexpr uint16_t kBf16QuietNanBit = 0x0040;
 
 float e4m3_to_float(uint8_t code) { return kE4m3[code]; }
 
+float e8m0_to_float(uint8_t b) {
+  if (e8m0_is_nan(b)) return std::numeric_limits<float>::quiet_NaN();
+  return b == 0 ? std::bit_cast<float>(0x00400000u) : std::bit_cast<float>(uint32_t{b} << 23);
+}
+
 uint16_t bf16_from_float_rne(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   // Rounding a NaN could carry into the exponent or clear a payload: keep its top bits, force quiet.
@@ -73,8 +78,7 @@ uint16_t fp8_e8m0_product_bf16(uint8_t code, uint8_t scale) {
 
 uint16_t fp8_f32_product_bf16(uint8_t code, float scale) {
   // One binary32 multiply (a lone multiply cannot be contracted into an FMA), then RNE.
-  const float y = kE4m3[code] * scale;
-  return bf16_from_float_rne(y);
+  return bf16_from_float_rne(fp8_scaled_f32(code, scale));
 }
 
 uint64_t fp8_scale_rows(const Fp8Grid& g) { return g.block_rows ? ceil_div(g.rows, g.block_rows) : 0; }

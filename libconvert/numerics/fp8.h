@@ -22,6 +22,15 @@ float e4m3_to_float(uint8_t code);
 inline bool e4m3_is_nan(uint8_t code) { return (code & 0x7F) == 0x7F; }
 // E8M0 0xFF is NaN/reserved; every other byte b is 2^(b−127).
 inline bool e8m0_is_nan(uint8_t scale) { return scale == 0xFF; }
+// E8M0 decode, exact: 2^(b−127) (b = 0 is the fp32 subnormal 2^−127); 0xFF → quiet NaN.
+// The one E8M0 decoder of the library (dump, hash --dequant, diff, MXFP4 values).
+float e8m0_to_float(uint8_t b);
+
+// e4m3(code) · scale as ONE binary32 multiply: the f32 value behind every FP8 × scale
+// decode (scale = e8m0_to_float(b) for an E8M0 scale, where the product is exact, or
+// the F32/BF16/F16 multiplier widened to f32). bf16_from_float_rne of it is what convert
+// writes. NaN codes give NaN; callers check e4m3_is_nan first.
+inline float fp8_scaled_f32(uint8_t code, float scale);
 
 // FP32 → BF16, round to nearest even; NaN stays NaN (forced quiet), overflow becomes ±inf.
 uint16_t bf16_from_float_rne(float f);
@@ -32,6 +41,8 @@ uint16_t fp8_e8m0_product_bf16(uint8_t code, uint8_t scale);
 
 // DeepSeek-V3's fp8_cast_bf16: bf16_rne(fp32(x) * scale), one binary32 multiply.
 uint16_t fp8_f32_product_bf16(uint8_t code, float scale);
+
+inline float fp8_scaled_f32(uint8_t code, float scale) { return e4m3_to_float(code) * scale; }
 
 // A 2-D FP8 weight [rows, cols] quantized in blocks [block_rows, block_cols]. Its scale
 // grid is row-major [ceil(rows/block_rows), ceil(cols/block_cols)]; element (i, j) uses

@@ -1,5 +1,6 @@
 #include "numerics/mxfp4.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -95,6 +96,25 @@ std::optional<Mxfp4Fault> dequant_mxfp4_rows(std::span<const uint8_t> packed, st
       }
     }
   }
+  return std::nullopt;
+}
+
+std::optional<Mxfp4Fault> dequant_mxfp4_transposed(std::span<const uint8_t> packed, std::span<const uint8_t> scales,
+                                                   uint64_t rows, uint64_t k, uint64_t row_begin,
+                                                   std::vector<uint8_t>& scratch, std::span<uint8_t> out_bf16_le) {
+  if (k == 0 || k % 32 != 0 || packed.size() != rows * (k / 2) || out_bf16_le.size() != 2 * rows * k)
+    return Mxfp4Fault{};
+  scratch.resize(out_bf16_le.size());
+  if (auto fault = dequant_mxfp4_rows(packed, scales, k, row_begin, scratch)) return fault;
+  constexpr uint64_t kTile = 64;  // 64 x 64 BF16 tiles: both sides stay in L1
+  const uint8_t* in = scratch.data();
+  uint8_t* out = out_bf16_le.data();
+  for (uint64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (uint64_t c0 = 0; c0 < k; c0 += kTile) {
+      const uint64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(k, c0 + kTile);
+      for (uint64_t r = r0; r < r1; ++r)
+        for (uint64_t c = c0; c < c1; ++c) std::memcpy(out + 2 * (c * rows + r), in + 2 * (r * k + c), 2);
+    }
   return std::nullopt;
 }
 

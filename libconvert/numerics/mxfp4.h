@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 namespace ckpt {
 
@@ -50,5 +51,13 @@ const char* mxfp4_fault_name(Mxfp4Fault::Kind k);  // "scale_nan", "overflow", "
 // the inputs. `row_begin` only numbers the elements named in faults.
 std::optional<Mxfp4Fault> dequant_mxfp4_rows(std::span<const uint8_t> packed, std::span<const uint8_t> scales,
                                              uint64_t k, uint64_t row_begin, std::span<uint8_t> out_bf16_le);
+
+// The same for one whole [rows, k] matrix written transposed: out is [k, rows] (element (r, c)
+// at out[c * rows + r]), the BF16 layout of gpt-oss experts (X_blocks [R, K/32, 16] ->
+// X [K, R]). `scratch` holds the row-major result on the way (resized, reused by callers).
+// Faults name row-major elements of the input, as dequant_mxfp4_rows does.
+std::optional<Mxfp4Fault> dequant_mxfp4_transposed(std::span<const uint8_t> packed, std::span<const uint8_t> scales,
+                                                   uint64_t rows, uint64_t k, uint64_t row_begin,
+                                                   std::vector<uint8_t>& scratch, std::span<uint8_t> out_bf16_le);
 
 }  // namespace ckpt

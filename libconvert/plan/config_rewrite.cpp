@@ -199,7 +199,10 @@ bool rewrite_config(std::string_view input_json, const ConfigRewriteInput& in, s
     } else if (member.key == "quantization_config") {
       if (!keep_quant) continue;
       w.key(member.key);
-      write_quant(w, plan);
+      if (in.keep_quant_config_verbatim)
+        w.element(member.value);
+      else
+        write_quant(w, plan);
     } else if (member.key == "ckptkit_conversion") {  // a re-run replaces it in place
       has_conversion = true;
       w.key(member.key);
@@ -217,7 +220,7 @@ bool rewrite_config(std::string_view input_json, const ConfigRewriteInput& in, s
     w.key("expert_dtype");
     w.string(in.expert_dtype);
   }
-  if (keep_quant && !plan.input) {
+  if (keep_quant && !plan.input && !in.keep_quant_config_verbatim) {
     w.key("quantization_config");
     write_quant(w, plan);
   }

@@ -25,6 +25,9 @@ struct ConfigRewriteInput {
   uint64_t expert_headroom_bits = 3;
   std::string expert_rounding;            // "half-away" or "half-even"; empty for other modes
   std::string expert_dtype;               // when set ("bf16"), replaces or adds config.expert_dtype
+  // Quantized tensors left in a format SGLang's FP8 entry point does not route (gpt-oss MXFP4
+  // blocks kept): quantization_config is copied as it is rather than rewritten.
+  bool keep_quant_config_verbatim = false;
 };
 
 // SGLang module names QW lists in ignored_layers / modules_to_not_convert, in its order.

@@ -134,15 +134,34 @@ bool plan_fused(const ModelView& view, const RemapOptions& remap, std::vector<Fu
 enum Dropped : uint8_t { kKept = 0, kConsumedScale = 1, kConsumedByRemap = 2 };
 
 void classify(const ModelView& view, ExpertMode experts, const std::vector<Fp8Pair>& pairs,
-              const std::vector<FusedMatrix>& fused, std::vector<PlannedTensor>& fate, std::vector<uint8_t>& dropped) {
+              const std::vector<Mxfp4BlocksPair>& blocks, const std::vector<FusedMatrix>& fused,
+              std::vector<PlannedTensor>& fate, std::vector<uint8_t>& dropped, ConversionPlan& plan) {
   fate.assign(view.tensors.size(), PlannedTensor{});
   dropped.assign(view.tensors.size(), kKept);
   for (size_t i = 0; i < view.tensors.size(); ++i) fate[i].input = i;
   for (const auto& p : pairs) {
     fate[p.weight].action = p.f32_scale ? TensorAction::dequant_f32 : TensorAction::dequant_e8m0;
     fate[p.weight].scale = p.scale;
+    fate[p.weight].block_rows = p.block_rows;
+    fate[p.weight].block_cols = p.block_cols;
     dropped[p.scale] = kConsumedScale;
+    for (size_t d : p.dropped) {  // activation scales: meaningless once the weight is BF16
+      dropped[d] = kConsumedScale;
+      ++plan.dropped_activation_scales;
+    }
+    plan.dequantized_tensors.push_back(view.tensors[p.weight].name);
   }
+  if (experts == ExpertMode::bf16)  // gpt-oss: X_blocks + X_scales -> BF16 X [E, K, R]
+    for (const auto& b : blocks) {
+      PlannedTensor& t = fate[b.blocks];
+      t.action = TensorAction::dequant_mxfp4_blocks;
+      t.scale = b.scales;
+      t.experts = b.experts;
+      t.rows = b.rows;
+      t.k = b.k;
+      dropped[b.scales] = kConsumedScale;
+      plan.dequantized_tensors.push_back(view.tensors[b.blocks].name);
+    }
   if (experts == ExpertMode::bf16)  // every MXFP4 expert weight with its E8M0 scale (pairing checked both)
     for (size_t i = 0; i < view.tensors.size(); ++i) {
       const ModelTensor& t = view.tensors[i];
@@ -153,6 +172,7 @@ void classify(const ModelView& view, ExpertMode experts, const std::vector<Fp8Pa
       fate[i].action = TensorAction::dequant_mxfp4;
       fate[i].scale = s;
       dropped[s] = kConsumedScale;
+      plan.dequantized_tensors.push_back(t.name);
     }
   for (const auto& m : fused)  // remapped experts: their per-expert tensors are consumed
     for (const auto& parts : m.parts)
@@ -176,7 +196,10 @@ void add_fused_tensors(const ConversionPlan& plan, size_t index, std::vector<Wri
                        Out{".shift2", Dtype::U8, {m.experts, shift_bytes, groups, 8}, TensorAction::remap_shift2},
                        Out{".channel_scale", Dtype::F32, {m.experts, p.rows}, TensorAction::remap_channel_scale}}) {
     writer.push_back(WriterTensor{base + o.suffix, o.dtype, o.shape, 0, 0});
-    planned[base + o.suffix] = PlannedTensor{SIZE_MAX, o.action, SIZE_MAX, index};
+    PlannedTensor t;
+    t.action = o.action;
+    t.fused = index;
+    planned[base + o.suffix] = t;
   }
 }
 
@@ -199,12 +222,23 @@ bool plan_shard(const LoadedModel& in, const ConversionPlan& plan, uint32_t file
     }
     bool convert = fate[i].action != TensorAction::copy;
     std::vector<uint64_t> shape = t.shape;
+    std::string name = t.name;
     if (fate[i].action == TensorAction::dequant_mxfp4) {  // [N, K/2] packed -> [N, K]
       shape[1] *= 2;
       ++shard.dequantized_experts;
     }
-    shard.writer_tensors.push_back(WriterTensor{t.name, convert ? Dtype::BF16 : *t.dtype, shape, 0, 0});
-    by_name.emplace(t.name, fate[i]);
+    if (fate[i].action == TensorAction::dequant_mxfp4_blocks) {  // X_blocks [E, R, K/32, 16] -> X [E, K, R]
+      name = name.substr(0, name.size() - plan.pairing.scheme.weight_suffix.size());
+      shape = t.shape.size() == 4 ? std::vector<uint64_t>{fate[i].experts, fate[i].k, fate[i].rows}
+                                  : std::vector<uint64_t>{fate[i].k, fate[i].rows};
+      ++shard.dequantized_experts;
+    }
+    shard.writer_tensors.push_back(WriterTensor{name, convert ? Dtype::BF16 : *t.dtype, shape, 0, 0});
+    if (!by_name.emplace(name, fate[i]).second) {
+      f.error("CONVERT_PLAN", shard.name, name, std::nullopt,
+              "two output tensors would be named " + name + " (a dequantized " + t.name + " and another tensor)");
+      return false;
+    }
     (convert ? shard.converted : shard.copied) += 1;
   }
   // A fused matrix lives in the shard of its expert 0's w1 weight.
@@ -241,11 +275,14 @@ void add_totals(const ModelView& view, ConversionPlan& plan) {
         plan.output_has_mxfp4_experts = true;
       }
       if (w.dtype == Dtype::BF16 && is_mxfp4_expert_name(w.name)) ++plan.expert_weight_tensors;
+      if (w.dtype == Dtype::U8 && plan.pairing.scheme.shape == ScaleShape::mxfp4_blocks &&
+          w.name.ends_with(plan.pairing.scheme.weight_suffix))
+        plan.output_has_mxfp4_experts = true;  // gpt-oss blocks kept (--experts keep)
       if (w.name.rfind("mtp.", 0) == 0) ++plan.mtp_tensors;
     }
     for (const auto& t : s.tensors) {
       plan.remapped_expert_tensors += t.action == TensorAction::remap_mxfp4 ? 1 : 0;
-      if (t.action != TensorAction::dequant_mxfp4) continue;
+      if (t.action != TensorAction::dequant_mxfp4 && t.action != TensorAction::dequant_mxfp4_blocks) continue;
       plan.expert_bytes_in += view.tensors[t.input].nbytes + view.tensors[t.scale].nbytes;
       plan.expert_bytes_out += 4 * view.tensors[t.input].nbytes;  // two BF16 values per packed byte
     }
@@ -272,15 +309,24 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
   plan.profile = detect_profile(in);
   Findings pairing;
   plan.pairing = pairing_options_for(in, plan.profile, pairing);
+  plan.quant_profile = plan.pairing.scheme.profile;
   std::vector<Fp8Pair> pairs;
-  check_fp8_pairing(in.view, plan.pairing, pairing, &pairs);
+  std::vector<Mxfp4BlocksPair> blocks;
+  check_fp8_pairing(in.view, plan.pairing, pairing, &pairs, &blocks);
   findings.append(pairing);
   if (pairing.has_errors()) return false;
+  if (experts == ExpertMode::int8_shift && !blocks.empty()) {
+    findings.error("REMAP_EXPERTS", in.path, in.view.tensors[blocks.front().blocks].name, std::nullopt,
+                   "--experts int8-shift reads routed experts as per-expert *.ffn.experts.E.w{1,2,3}.weight "
+                   "(deepseek-v4 layout); these are fused gpt-oss " + plan.quant_profile +
+                   " X_blocks/X_scales, which the remap does not take yet; use --experts bf16 or keep");
+    return false;
+  }
 
   if (experts == ExpertMode::int8_shift && !plan_fused(in.view, remap, plan.fused, findings)) return false;
   std::vector<PlannedTensor> fate;
   std::vector<uint8_t> dropped;
-  classify(in.view, experts, pairs, plan.fused, fate, dropped);
+  classify(in.view, experts, pairs, blocks, plan.fused, fate, dropped, plan);
   for (uint32_t file = 0; file < in.view.files.size(); ++file) {
     plan.shards.emplace_back();
     if (!plan_shard(in, plan, file, fate, dropped, plan.shards.back(), findings)) return false;
@@ -289,6 +335,13 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
   add_totals(in.view, plan);
   plan.source_structure_sha256 = structure_hash_of(in.view);
   return true;
+}
+
+Fp8Grid planned_fp8_grid(const ConversionPlan& plan, const PlannedTensor& t, const ModelTensor& weight) {
+  const uint64_t rows = weight.shape.empty() ? 0 : weight.shape[0];
+  const uint64_t cols = weight.shape.size() > 1 ? weight.shape[1] : 1;
+  return Fp8Grid{rows, cols, t.block_rows ? t.block_rows : plan.pairing.block_rows,
+                 t.block_cols ? t.block_cols : plan.pairing.block_cols};
 }
 
 std::vector<size_t> tensor_inputs(const ConversionPlan& plan, const PlannedTensor& t) {

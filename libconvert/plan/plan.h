@@ -12,6 +12,7 @@
 #include "core/findings.h"
 #include "formats/loader.h"
 #include "formats/safetensors_writer.h"
+#include "numerics/fp8.h"
 #include "numerics/int8_shift.h"
 #include "model/pairing.h"
 
@@ -40,21 +41,31 @@ struct FusedMatrix {
 enum class TensorAction : uint8_t {
   copy,          // bytes unchanged
   dequant_e8m0,  // F8_E4M3 weight x E8M0 block scale -> BF16 (exact, one RNE)
-  dequant_f32,   // F8_E4M3 weight x F32 block multiplier -> BF16 (DeepSeek-V3 kernel)
+  dequant_f32,   // F8_E4M3 weight x F32/BF16/F16 block multiplier -> BF16 (one binary32 multiply, one RNE)
   dequant_mxfp4, // MXFP4 expert I8 [N, K/2] x E8M0 [N, K/32] -> BF16 [N, K] (exact; --experts bf16)
   remap_mxfp4,          // fused INT8-shift tensors, written expert by expert from the
   remap_shift2,         // per-expert MXFP4 weights and scales of FusedMatrix `fused`
   remap_channel_scale,
+  // gpt-oss X_blocks U8 [E, R, K/32, 16] x X_scales E8M0 [E, R, K/32] -> BF16 X [E, K, R]:
+  // each expert dequantized (exact) then transposed, the layout of the BF16 release.
+  dequant_mxfp4_blocks,
 };
 
-inline bool is_remap(TensorAction a) { return a >= TensorAction::remap_mxfp4; }
+inline bool is_remap(TensorAction a) {
+  return a == TensorAction::remap_mxfp4 || a == TensorAction::remap_shift2 || a == TensorAction::remap_channel_scale;
+}
 
 struct PlannedTensor {
   size_t input = SIZE_MAX;      // index into the input view (copy, dequant)
   TensorAction action = TensorAction::copy;
   size_t scale = SIZE_MAX;      // input view index of the scale (dequant only)
   size_t fused = SIZE_MAX;      // index into ConversionPlan::fused (remap only)
+  // FP8 dequant: the weight's effective block (per channel [1, cols], per tensor [rows, cols]);
+  // 0 = the plan's pairing block. dequant_mxfp4_blocks: experts and R, K of one expert.
+  uint64_t block_rows = 0, block_cols = 0;
+  uint64_t experts = 0, rows = 0, k = 0;
 };
+
 
 struct PlannedShard {
   std::string name;     // output file name = input shard name
@@ -79,6 +90,10 @@ struct ConversionPlan {
   std::vector<FusedMatrix> fused;
   PairingOptions pairing;
   std::string profile;                 // profile whose pairing rules applied
+  std::string quant_profile;           // quantization profile (schemas/quant) detected; "" = none
+  // Input tensors dequantized (FP8 weights and MXFP4 experts), for --dry-run.
+  std::vector<std::string> dequantized_tensors;
+  uint64_t dropped_activation_scales = 0;
   std::vector<PlannedShard> shards;
   std::vector<std::string> side_files;  // relative paths of non-tensor files to copy
   uint64_t side_bytes = 0;
@@ -98,7 +113,8 @@ struct ConversionPlan {
 
 // Plans the conversion of a loaded (and structurally valid) input checkpoint. Returns
 // false with error findings when the input cannot be converted safely: an FP8 tensor
-// without a usable scale, a stray scale, a wrong grid, or a structural error.
+// without a usable scale, a stray scale, a wrong grid, or a structural error; gpt-oss MXFP4
+// experts under --experts int8-shift (the remap reads the per-expert w1/w2/w3 layout).
 bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptions& remap, ConversionPlan& plan,
                      Findings& findings);
 
@@ -107,5 +123,8 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
 // (convert/records.h) is derived from this list, so a field added to PlannedTensor that
 // makes the writer read another tensor must be listed here too.
 std::vector<size_t> tensor_inputs(const ConversionPlan& plan, const PlannedTensor& t);
+
+// The FP8 grid a planned dequantization uses for `weight` [rows, cols].
+Fp8Grid planned_fp8_grid(const ConversionPlan& plan, const PlannedTensor& t, const ModelTensor& weight);
 
 }  // namespace ckpt

@@ -52,17 +52,32 @@ PairingOptions pairing_options_for(const LoadedModel& m, const std::string& prof
   o.allow_bare_fp8_names = profile == "deepseek-v4-flash";
   const JsonDoc* cfg = m.checkpoint.config.get();
   const WeightBlockSize wbs = cfg ? read_weight_block_size(cfg->root()) : WeightBlockSize{};
+  // The quantization profile (schemas/quant/*.json) names the scales, their dtypes and shapes.
+  std::string error;
+  const bool known = m.format != ModelFormat::safetensors || detect_quant_scheme(cfg, o.scheme, error);
+  if (wbs.status == WeightBlockSize::invalid && !(known && quant_scheme_ignores_null_block(o.scheme, wbs))) {
+    f.error("CFG_WEIGHT_BLOCK_SIZE", "config.json", "", std::nullopt, weight_block_size_problem(wbs));
+    o.scheme = legacy_quant_scheme();
+    return o;
+  }
+  if (!known) {
+    f.error("QUANT_PROFILE_UNKNOWN", "config.json", "", std::nullopt, error);
+    o.scheme = legacy_quant_scheme();
+    return o;
+  }
+  if (o.scheme.block_given) {
+    o.block_rows = o.scheme.block_rows;
+    o.block_cols = o.scheme.block_cols;
+    return o;
+  }
   if (wbs.status == WeightBlockSize::valid) {
     o.block_rows = wbs.rows;
     o.block_cols = wbs.cols;
     return o;
   }
-  if (wbs.status == WeightBlockSize::invalid) {
-    f.error("CFG_WEIGHT_BLOCK_SIZE", "config.json", "", std::nullopt, weight_block_size_problem(wbs));
-    return o;
-  }
+  const bool blocks = o.scheme.shape == ScaleShape::block || o.scheme.shape == ScaleShape::block4d;
   for (const auto& t : m.view.tensors)
-    if (t.dtype == Dtype::F8_E4M3) {
+    if (blocks && t.dtype == Dtype::F8_E4M3) {
       f.info("FP8_BLOCK_ASSUMED", "config.json", "", std::nullopt,
              "no quantization_config.weight_block_size: FP8 scale grids checked against 128 x 128 blocks");
       break;

@@ -121,6 +121,7 @@ std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o)
   if (r.plan.experts == ExpertMode::int8_shift)
     w.key("int8_shift").begin_object().key("headroom_bits").value(r.plan.remap.headroom)
         .key("rounding").value(remap_rounding_name(r.plan.remap.rounding)).end_object();
+  if (!r.plan.quant_profile.empty()) w.key("quant_profile").value(r.plan.quant_profile);
   w.key("dry_run").value(r.dry_run).key("status").value(convert_status_name(r.status));
   w.key("block_size").begin_array().value(r.plan.pairing.block_rows).value(r.plan.pairing.block_cols).end_array();
   write_totals(w, r);
@@ -189,6 +190,18 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
     for (const auto& s : p.shards)
       out << "  " << display_escape(s.name) << ": " << s.converted << " converted, " << s.copied << " copied, " << s.dropped_scales
           << " scales dropped, " << with_commas(s.file_bytes) << " bytes\n";
+    if (!p.quant_profile.empty()) {
+      out << "  quantization profile " << display_escape(p.quant_profile) << " (schemas/quant/"
+          << display_escape(p.quant_profile) << ".json): dequantizes " << with_commas(p.dequantized_tensors.size())
+          << " tensors to BF16";
+      if (p.dropped_activation_scales) out << ", drops " << with_commas(p.dropped_activation_scales) << " activation scales";
+      out << "\n";
+      constexpr size_t kListed = 200;
+      for (size_t i = 0; i < p.dequantized_tensors.size() && i < kListed; ++i)
+        out << "    " << display_escape(p.dequantized_tensors[i]) << "\n";
+      if (p.dequantized_tensors.size() > kListed)
+        out << "    ... and " << with_commas(p.dequantized_tensors.size() - kListed) << " more\n";
+    }
   }
   if (!plan_shown) print_convert_plan(r, o, out);
   for (const auto& [index, st] : r.remap_stats)

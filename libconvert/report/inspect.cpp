@@ -4,6 +4,7 @@
 #include "core/display.h"
 #include "formats/json_writer.h"
 #include "report/validation_report.h"
+#include "model/quant_scheme.h"
 #include "model/structure_hash.h"
 
 namespace ckpt {
@@ -40,6 +41,11 @@ InspectSummary inspect_model(const LoadedModel& m) {
   s.path = m.path;
   s.format = m.format == ModelFormat::gguf ? "gguf" : "safetensors";
   s.architecture = architecture_of(m);
+  if (m.format == ModelFormat::safetensors) {
+    QuantScheme q;
+    std::string error;
+    s.quant_profile = detect_quant_scheme(m.checkpoint.config.get(), q, error) ? q.profile : "unknown: " + error;
+  }
   s.files = m.view.files.size();
   s.tensors = m.view.tensors.size();
   std::vector<StructureRecord> records;
@@ -62,6 +68,7 @@ std::string inspect_json(const InspectSummary& s, const Findings& findings) {
   w.begin_object();
   w.key("schema").value(kInspectSchemaId);
   w.key("path").value(s.path).key("format").value(s.format).key("architecture").value(s.architecture);
+  if (!s.quant_profile.empty()) w.key("quant_profile").value(s.quant_profile);
   w.key("files").value(s.files).key("tensors").value(s.tensors).key("payload_bytes").value(s.payload_bytes);
   w.key("structure_sha256").value(s.structure_sha256);
   w.key("types").begin_object();
@@ -90,6 +97,7 @@ void print_inspect_human(const InspectSummary& s, const Findings& findings, std:
   out << display_escape(s.path) << "\n";
   out << "  format        " << s.format << "\n";
   if (!s.architecture.empty()) out << "  architecture  " << display_escape(s.architecture) << "\n";
+  if (!s.quant_profile.empty()) out << "  quantization  " << display_escape(s.quant_profile) << "\n";
   out << "  files         " << s.files << "\n";
   out << "  tensors       " << with_commas(s.tensors) << "\n";
   out << "  payload bytes " << with_commas(s.payload_bytes) << "\n";

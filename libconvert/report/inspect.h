@@ -21,6 +21,7 @@ struct TypeStats {
 
 struct InspectSummary {
   std::string path, format, architecture;
+  std::string quant_profile;  // schemas/quant profile detected from config.json ("" = none)
   uint64_t files = 0, tensors = 0, payload_bytes = 0;
   std::map<std::string, TypeStats> types;                    // dtype / ggml type -> stats
   std::vector<std::pair<std::string, std::string>> values;   // key config / GGUF KV values (JSON text)

@@ -132,8 +132,48 @@ class DeepCompare {
     if (is_remap(e.planned->action)) return compare_remap(e, *dst, message, offset);
     const ModelTensor& src = in_.view.tensors[e.planned->input];
     if (e.planned->action == TensorAction::dequant_mxfp4) return compare_experts(e, src, *dst, message, offset);
+    if (e.planned->action == TensorAction::dequant_mxfp4_blocks) return compare_blocks(e, src, *dst, message, offset);
     return e.planned->action == TensorAction::copy ? compare_copy(src, *dst, message, offset)
                                                    : compare_dequant(e, src, *dst, message, offset);
+  }
+
+  // gpt-oss: each expert's BF16 [K, R] against a fresh exact dequantization of its blocks, transposed.
+  bool compare_blocks(const Expected& e, const ModelTensor& src, const ModelTensor& dst, std::string& message,
+                      uint64_t& offset) {
+    const PlannedTensor& pt = *e.planned;
+    const ModelTensor& scale = in_.view.tensors[pt.scale];
+    const uint64_t rows = pt.rows, k = pt.k, per_expert = rows * k / 2, blocks = k / 32;
+    std::vector<uint8_t> grid(scale.nbytes), in(per_expert), want(4 * per_expert), got(want.size()), scratch;
+    IoError err;
+    if (!in_file(scale).read_at(scale.offset, grid, err)) {
+      message = "cannot read scale " + scale.name + ": " + err.message;
+      return false;
+    }
+    for (uint64_t x = 0; x < std::max<uint64_t>(1, pt.experts); ++x) {
+      if (!in_file(src).read_at(src.offset + x * per_expert, in, err) ||
+          !out_file(dst).read_at(dst.offset + x * 4 * per_expert, got, err)) {
+        message = "read failed: " + err.message;
+        return false;
+      }
+      std::span<const uint8_t> scales;
+      if ((x + 1) * rows * blocks <= grid.size())
+        scales = std::span<const uint8_t>(grid).subspan(x * rows * blocks, rows * blocks);
+      if (auto fault = dequant_mxfp4_transposed(in, scales, rows, k, x * rows, scratch, want)) {
+        message = std::string("the input blocks cannot be converted (") + mxfp4_fault_name(fault->kind) +
+                  " at element " + std::to_string(fault->element) + ")";
+        return false;
+      }
+      if (std::memcmp(want.data(), got.data(), want.size()) != 0) {
+        uint64_t i = 0;
+        while (want[2 * i] == got[2 * i] && want[2 * i + 1] == got[2 * i + 1]) ++i;
+        offset = dst.offset + x * 4 * per_expert + 2 * i;
+        message = "BF16 expert " + std::to_string(x) + " differs from the exact MXFP4 dequantization (transposed) at " +
+                  "element " + std::to_string(i) + " of its [" + std::to_string(k) + ", " + std::to_string(rows) +
+                  "] matrix";
+        return false;
+      }
+    }
+    return true;
   }
 
   // A BF16 expert against a fresh exact MXFP4 dequantization of the input rows.
@@ -262,9 +302,12 @@ class DeepCompare {
       message = "cannot read scale " + scale.name + ": " + err.message;
       return false;
     }
-    std::vector<float> grid_f32(scale.nbytes / 4);
-    if (!grid_f32.empty()) std::memcpy(grid_f32.data(), grid.data(), grid_f32.size() * 4);
-    Fp8Grid g{src.shape[0], src.shape[1], plan_.pairing.block_rows, plan_.pairing.block_cols};
+    std::vector<float> grid_f32;
+    if (e.planned->action == TensorAction::dequant_f32 && !(scale.dtype && scale_grid_to_f32(*scale.dtype, grid, grid_f32))) {
+      message = "scale " + scale.name + " is " + scale.type + ", not an F32/BF16/F16 multiplier";
+      return false;
+    }
+    const Fp8Grid g = planned_fp8_grid(plan_, *e.planned, src);
     uint64_t rows_per_step = std::max<uint64_t>(1, kCompareStep / std::max<uint64_t>(1, g.cols));
     std::vector<uint8_t> in(rows_per_step * g.cols), want(in.size() * 2), got(want.size());
     for (uint64_t row = 0; row < g.rows; row += rows_per_step) {

@@ -8,6 +8,7 @@
 #include "formats/loader.h"
 #include "io/hash.h"
 #include "model/pairing.h"
+#include "model/quant_scheme.h"
 #include "profiles/registry.h"
 #include "repack/pack_validate.h"
 #include "validate/deep_scan.h"
@@ -148,6 +149,11 @@ ValidationReport validate_path(const std::string& path, const ValidateOptions& o
     fill_inventory(model, report);
     report.profile = options.profile == "auto" ? detect_profile(model) : options.profile;
     run_profile(report.profile, model, report.findings);
+    if (model.format == ModelFormat::safetensors) {
+      QuantScheme q;
+      std::string error;
+      if (detect_quant_scheme(model.checkpoint.config.get(), q, error)) report.quant_profile = q.profile;
+    }
     if (!options.reference.empty()) check_against_reference(model, options.reference, options.deep, report.findings);
     std::vector<bool> mine = claim_partition(options, report);
     if (options.deep || report.sha256) {

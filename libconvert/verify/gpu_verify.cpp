@@ -218,6 +218,7 @@ class CheckpointVerifier : public Verifier {
           }
           case TensorAction::remap_shift2:
           case TensorAction::remap_channel_scale: break;  // checked with their .mxfp4 tensor
+          case TensorAction::dequant_mxfp4_blocks: break;  // gpt-oss experts: not on the device yet (CPU: validate --reference --deep)
         }
       }
     }
@@ -324,10 +325,15 @@ class CheckpointVerifier : public Verifier {
     const ModelTensor& scale = in.view.tensors[pt.scale];
     std::vector<uint8_t> grid(scale.nbytes);
     if (!read(file_of(in, scale), scale.offset, grid)) return void(c.ok = false);
-    const Fp8Grid g{src.shape[0], src.shape.size() > 1 ? src.shape[1] : 1, plan.pairing.block_rows, plan.pairing.block_cols};
+    const Fp8Grid g = planned_fp8_grid(plan, pt, src);
     const Fp8ScaleKind kind = pt.action == TensorAction::dequant_e8m0 ? Fp8ScaleKind::e8m0 : Fp8ScaleKind::f32;
-    std::vector<float> grid_f32(kind == Fp8ScaleKind::f32 ? grid.size() / 4 : 0);
-    if (!grid_f32.empty()) std::memcpy(grid_f32.data(), grid.data(), grid_f32.size() * 4);
+    // Multipliers reach both sides as F32 (BF16/F16 scales widened exactly, model/pairing.h).
+    std::vector<float> grid_f32;
+    if (kind == Fp8ScaleKind::f32) {
+      if (!scale.dtype || !scale_grid_to_f32(*scale.dtype, grid, grid_f32)) return void(c.ok = false);
+      grid.resize(4 * grid_f32.size());
+      if (!grid_f32.empty()) std::memcpy(grid.data(), grid_f32.data(), grid.size());
+    }
     const uint64_t rows_per_step = std::max<uint64_t>(1, chunk_bytes() / std::max<uint64_t>(1, g.cols));
     std::vector<uint8_t> w(std::min(rows_per_step, g.rows) * g.cols), want_bytes(2 * w.size());
     std::vector<uint16_t> got(w.size()), want(w.size());
