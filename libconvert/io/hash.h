@@ -29,10 +29,10 @@ class Sha256 {
 
 std::string sha256_hex(std::string_view text);
 
-class MappedFile;
+class InputFile;
 // SHA-256 of a whole file, a reader thread preading it ahead in blocks of block_bytes
 // (io/read_ahead.h) while this thread hashes. False with `error` on an I/O error.
-bool sha256_file(const MappedFile& file, std::string& hex, std::string& error, size_t block_bytes = size_t{4} << 20,
+bool sha256_file(const InputFile& file, std::string& hex, std::string& error, size_t block_bytes = size_t{4} << 20,
                  unsigned buffers = 3);
 
 class Xxh3 {
