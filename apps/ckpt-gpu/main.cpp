@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/build_info.h"
 #include "gpu_bench.h"
 #include "io/atomic_file.h"
 #include "report/verify_report.h"
@@ -91,6 +92,7 @@ int run_bench(const BenchArgs& a) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ckpt-gpu: decode checkpoints on the GPU and prove them against the CPU reference"};
+  app.set_version_flag("--version", std::string("ckptkit ") + ckpt::version_text());
   app.require_subcommand(1);
 
   VerifyArgs v;

@@ -9,6 +9,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include "core/build_info.h"
 #include "formats/json.h"
 #include "model/value_codec.h"
 #include "hashman/manifest.h"
@@ -291,6 +292,7 @@ std::string diff_report_text(const DiffReport& r) {
 std::string diff_report_json(const DiffReport& r) {
   JsonWriter w;
   w.begin_object().key("schema").value("ckptkit/diff-report/v1");
+  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(kVersion).key("commit").value(build_commit()).end_object();
   w.key("a").value(r.a).key("b").value(r.b);
   w.key("same").value(r.status == DiffStatus::same);
   w.key("summary").begin_object();
