@@ -22,7 +22,7 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/schemas/ DESTINATION ${CMAKE_INSTALL_DATAD
 # lists, and the same for ckpt-gpu, so the pages cannot drift from the options.
 option(CKPT_MAN "Generate man pages and bash completion from --help (needs python3)" ON)
 find_package(Python3 COMPONENTS Interpreter QUIET)
-if(CKPT_MAN AND Python3_Interpreter_FOUND AND NOT CKPT_FUZZ)
+if(CKPT_MAN AND Python3_Interpreter_FOUND AND NOT CKPT_FUZZ AND NOT CKPT_SANITIZE)
   set(CKPT_MAN_DIR ${CMAKE_BINARY_DIR}/man/man1)
   set(CKPT_COMPLETION_DIR ${CMAKE_BINARY_DIR}/completion)
   set(CKPT_CLI_DOCS_STAMP ${CMAKE_BINARY_DIR}/man/cli_docs.stamp)
@@ -38,7 +38,7 @@ if(CKPT_MAN AND Python3_Interpreter_FOUND AND NOT CKPT_FUZZ)
   add_custom_target(ckpt_cli_docs ALL DEPENDS ${CKPT_CLI_DOCS_STAMP})
   install(DIRECTORY ${CKPT_MAN_DIR}/ DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 FILES_MATCHING PATTERN "*.1")
   install(DIRECTORY ${CKPT_COMPLETION_DIR}/ DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
-elseif(CKPT_MAN AND NOT CKPT_FUZZ)
+elseif(CKPT_MAN AND NOT CKPT_FUZZ AND NOT CKPT_SANITIZE)
   message(WARNING "python3 not found: no man pages or bash completion are generated or installed")
 endif()
 
