@@ -64,10 +64,9 @@ set(CPACK_PACKAGE_NAME ckptkit)
 set(CPACK_PACKAGE_VENDOR "ckptkit")
 set(CPACK_PACKAGE_CONTACT "ckptkit maintainers <ckptkit@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "validate, convert and verify LLM checkpoints (safetensors, GGUF)")
-set(CPACK_PACKAGE_DESCRIPTION
-    "ckpt checks checkpoints of large mixture-of-experts models before an engine loads them,\n"
-    "converts them exactly (FP8/MXFP4 to BF16, INT8-shift experts, GGUF expert packs), hashes\n"
-    "and diffs them; ckpt-gpu proves the device decode against the CPU reference bit for bit.")
+set(CPACK_PACKAGE_DESCRIPTION "ckpt checks checkpoints of large mixture-of-experts models before an engine loads them,
+converts them exactly (FP8/MXFP4 to BF16, INT8-shift experts, GGUF expert packs), hashes
+and diffs them; ckpt-gpu proves the device decode against the CPU reference bit for bit.")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)

@@ -5,7 +5,9 @@
 #      and a find_package(ckptkit) consumer (tests/consumer) builds and runs against it.
 #   2. BUILD/ckptkit_*.deb: its control data and file list (dpkg-deb -I / -c), every shared
 #      library the binaries need is in a package it Depends on, then unpacked into a fresh
-#      root (dpkg-deb -x) and run from there: --version, validate, man -l.
+#      root (dpkg-deb -x) and run from there: --version, validate, man -l; then installed
+#      with dpkg -i into a second fresh root whose dpkg status is a copy of this machine's
+#      (so Depends must resolve) and run from there.
 #   3. Only with CKPT_DPKG_INSTALL=1 (set by .ci/run; CI is a throwaway root machine):
 #      dpkg -i, then /usr/bin/ckpt and the consumer against /usr, then dpkg -r.
 # Prints what it runs; exits non-zero at the first failure. Never writes inside the tree
@@ -54,13 +56,14 @@ run_binaries() {  # BIN_DIR: --version names version and commit, validate passes
 
 render_man() {  # MAN_DIR
   local page out
+  if ! command -v man >/dev/null; then echo "(man is not installed: pages not rendered)"; return 0; fi
   for page in "$1"/*.1; do
     out=$(MANWIDTH=100 MANPAGER=cat man -l "$page" 2>&1) || fail "man -l $page: $out"
     grep -q "OPTIONS\|ARGUMENTS" <<<"$out" || fail "man -l $page has no OPTIONS section"
     if grep -q "warning:" <<<"$out"; then fail "man -l $page: $(grep warning: <<<"$out" | head -3)"; fi
   done
   echo "$(ls "$1"/*.1 | wc -l) man pages render without warnings; man -l ckpt-validate.1:"
-  MANWIDTH=100 MANPAGER=cat man -l "$1/ckpt-validate.1" | head -30
+  MANWIDTH=100 MANPAGER=cat man -l "$1/ckpt-validate.1" | sed -n 1,30p
 }
 
 check_completion() {  # COMPLETIONS_DIR
@@ -99,8 +102,8 @@ build_consumer "$prefix"
 # --- 2. the .deb, unpacked into a fresh root ------------------------------------------------
 deb=$(ls "$build"/ckptkit_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || fail "no $build/ckptkit_*.deb (run cpack -G DEB in $build)"
-step "dpkg-deb -I $(basename "$deb")"
-dpkg-deb -I "$deb" | sed -n '/Package:/,$p'
+step "dpkg-deb -f $(basename "$deb") (the control fields)"
+dpkg-deb -f "$deb"
 step "dpkg-deb -c $(basename "$deb") (headers and profiles counted)"
 dpkg-deb -c "$deb" | awk '{print $6}' | awk '
   /^\.\/usr\/include\/ckptkit\/.+\.h$/ { h++; next } /^\.\/usr\/share\/ckptkit\/schemas\/profiles\/.+/ { pr++; next }
@@ -117,7 +120,7 @@ for exe in "$root"/usr/bin/*; do
     pkg=$(dpkg -S "$path" 2>/dev/null || dpkg -S "$real" 2>/dev/null || dpkg -S "/usr$path" 2>/dev/null || true)
     pkg=${pkg%%:*}
     [ -n "$pkg" ] || fail "$lib ($path) belongs to no Debian package"
-    grep -Eq "(^|, )$pkg( |,|$)" <<<"$depends" || fail "$(basename "$exe") needs $lib from $pkg, not in Depends: $depends"
+    tr ',' '\n' <<<"$depends" | awk '{print $1}' | grep -qxF "$pkg" || fail "$(basename "$exe") needs $lib from $pkg, not in Depends: $depends"
     echo "$(basename "$exe"): $lib <- $pkg"
   done
 done
@@ -127,12 +130,23 @@ run_binaries "$root/usr/bin"
 render_man "$root/usr/share/man/man1" >/dev/null
 echo "man pages of the .deb render"
 
+# --- 2b. dpkg -i into a fresh root, dependencies checked against this system's packages ----
+step "dpkg --root=FRESH -i $(basename "$deb") (the Depends resolved against this machine's dpkg status)"
+droot=$work/dpkg-root
+mkdir -p "$droot/var/lib/dpkg/info" "$droot/var/lib/dpkg/updates"
+cp /var/lib/dpkg/status "$droot/var/lib/dpkg/status"
+dpkg --root="$droot" --force-not-root --force-script-chrootless -i "$deb" >"$work/dpkg-root.log" 2>&1 \
+  || { cat "$work/dpkg-root.log"; fail "dpkg -i into $droot"; }
+dpkg --root="$droot" -s ckptkit | grep -E '^(Status|Version):'
+echo "$(dpkg --root="$droot" -L ckptkit | wc -l) paths installed under $droot"
+run_binaries "$droot/usr/bin"
+
 # --- 3. dpkg -i on the (throwaway) CI machine ---------------------------------------------
 if [ "${CKPT_DPKG_INSTALL:-0}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
   step "dpkg -i $(basename "$deb")"
   dpkg -i "$deb"
   run_binaries /usr/bin
-  MANPAGER=cat MANWIDTH=100 man ckpt-convert | head -12
+  if command -v man >/dev/null; then MANPAGER=cat MANWIDTH=100 man ckpt-convert | sed -n 1,12p; fi
   step "find_package(ckptkit) consumer against /usr"
   build_consumer ""
   dpkg -r ckptkit >/dev/null
