@@ -70,6 +70,9 @@ class Help:
                 if not self.usage:
                     self.description.append(line.strip())
                 continue
+            if not line.startswith(" "):  # a footer or a group title: not part of an entry
+                current = None
+                continue
             if line.startswith("  ") and not line.startswith("   "):
                 # The name is padded to the description column (a name that fills it is
                 # followed by one space; a longer one puts the description on the next line).
