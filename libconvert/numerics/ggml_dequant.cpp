@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <string_view>
 
@@ -32,6 +33,10 @@ int grid_byte(uint64_t word, int j) { return static_cast<int>((word >> (8 * j)) 
 // the sign is applied as one here, explicitly: equal for every number, and a NaN product
 // (a NaN scale) gets its sign bit flipped as in ggml's compiled code.
 float signed_by(float v, uint8_t signs, int bit) { return (signs >> bit) & 1 ? -v : v; }
+// p + m (Q4_1, Q5_1) with the NaN of p (a NaN d; a product is already quiet) winning over a
+// NaN m, as x86 gives for p + m in that order; written out because a compiler may commute the
+// add (clang does in the AVX2 path), which would pick m's NaN instead.
+float add_product_nan_first(float p, float m) { return std::isnan(p) ? p : p + m; }
 
 // --- 32-element legacy quants -------------------------------------------------------
 
@@ -46,8 +51,8 @@ void dq_q4_0(const uint8_t* b, float* y) {  // {f16 d; u8 qs[16]}
 void dq_q4_1(const uint8_t* b, float* y) {  // {f16 d; f16 m; u8 qs[16]}
   const float d = f16_at(b), m = f16_at(b + 2);
   for (int j = 0; j < 16; ++j) {
-    y[j] = static_cast<float>(b[4 + j] & 0xF) * d + m;
-    y[j + 16] = static_cast<float>(b[4 + j] >> 4) * d + m;
+    y[j] = add_product_nan_first(static_cast<float>(b[4 + j] & 0xF) * d, m);
+    y[j + 16] = add_product_nan_first(static_cast<float>(b[4 + j] >> 4) * d, m);
   }
 }
 
@@ -67,8 +72,8 @@ void dq_q5_1(const uint8_t* b, float* y) {  // {f16 d; f16 m; u8 qh[4]; u8 qs[16
   const uint32_t qh = ld32(b + 4);
   for (int j = 0; j < 16; ++j) {
     const int hi0 = static_cast<int>(((qh >> j) << 4) & 0x10), hi1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-    y[j] = static_cast<float>((b[8 + j] & 0xF) | hi0) * d + m;
-    y[j + 16] = static_cast<float>((b[8 + j] >> 4) | hi1) * d + m;
+    y[j] = add_product_nan_first(static_cast<float>((b[8 + j] & 0xF) | hi0) * d, m);
+    y[j + 16] = add_product_nan_first(static_cast<float>((b[8 + j] >> 4) | hi1) * d, m);
   }
 }
 

@@ -52,10 +52,16 @@ CKPT_AVX2 inline void mul_sub16_u8(float* y, __m256 d, __m128i q, __m256 m) {
   _mm256_storeu_ps(y, _mm256_sub_ps(_mm256_mul_ps(d, u8x8(q)), m));
   _mm256_storeu_ps(y + 8, _mm256_sub_ps(_mm256_mul_ps(d, u8x8(_mm_srli_si128(q, 8))), m));
 }
+// p + m where a NaN p (a NaN d) wins over a NaN m, as x86 gives for p + m in that order: clang
+// may commute the add (IEEE leaves the payload open), so the choice is explicit (the scalar
+// reference does the same; found by the clang build's GgmlDequantIsa tests).
+CKPT_AVX2 inline __m256 add_product_nan_first(__m256 p, __m256 m) {
+  return _mm256_blendv_ps(_mm256_add_ps(p, m), p, _mm256_cmp_ps(p, p, _CMP_UNORD_Q));
+}
 // y[0..15] = q · d + m (Q4_1, Q5_1).
 CKPT_AVX2 inline void mul_add16_u8(float* y, __m256 d, __m128i q, __m256 m) {
-  _mm256_storeu_ps(y, _mm256_add_ps(_mm256_mul_ps(u8x8(q), d), m));
-  _mm256_storeu_ps(y + 8, _mm256_add_ps(_mm256_mul_ps(u8x8(_mm_srli_si128(q, 8)), d), m));
+  _mm256_storeu_ps(y, add_product_nan_first(_mm256_mul_ps(u8x8(q), d), m));
+  _mm256_storeu_ps(y + 8, add_product_nan_first(_mm256_mul_ps(u8x8(_mm_srli_si128(q, 8)), d), m));
 }
 
 CKPT_AVX2 inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
