@@ -136,14 +136,16 @@ release-build: deps
 	cmake -S . -B $(RELEASE_BUILD) -DCMAKE_BUILD_TYPE=Release -DCKPT_BUILD_TESTS=OFF $(WERROR)
 	cmake --build $(RELEASE_BUILD) -j$(JOBS)
 
-# clang 14 compiles everything (tests included) warning-free; a quick subset runs (the full
-# suite already ran twice in make test). No GPU compiler: the normal build covers the kernels.
-CLANG_TESTS ?= ^(Layers|GgmlDequant|Fp8Dequant|Mxfp4|SafetensorsReader|GgufCorruption|Cli|Golden)\.|^fixtures_sha256$$|^json_schemas$$|^docs_options$$|^version_commit$$
+# clang 14 compiles everything (tests included) warning-free, and the suite runs again: it is
+# short next to the build, and compiler-dependent results are what it catches (clang commuted
+# an AVX2 add that GCC kept in order: GgmlDequantIsa). No GPU compiler (the normal build
+# covers the kernels); the Slurm recipe test does not depend on the compiler.
+CLANG_CTEST ?= -E '^(slurm_e2e|real_client_transformers)$$'
 clang-build: deps-fuzz
 	cmake -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$(CLANG_CXX) \
 	  -DCKPT_GPU=OFF -DCKPT_GPU_COMPILE_ALL=OFF $(WERROR)
 	cmake --build $(CLANG_BUILD) -j$(JOBS)
-	cd $(CLANG_BUILD) && ctest -j$(JOBS) --output-on-failure -R '$(CLANG_TESTS)'
+	cd $(CLANG_BUILD) && ctest -j$(JOBS) --output-on-failure $(CLANG_CTEST)
 
 deb: release-build
 	cd $(RELEASE_BUILD) && rm -f ckptkit_*.deb && cpack -G DEB
