@@ -114,13 +114,13 @@ root=$work/root
 dpkg-deb -x "$deb" "$root"
 for exe in "$root"/usr/bin/*; do
   for lib in $(readelf -d "$exe" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
-    path=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
+    path=$(ldconfig -p | awk -v l="$lib" '$1 == l && !seen { print $NF; seen = 1 }')  # no early exit: SIGPIPE under pipefail
     [ -n "$path" ] || fail "$(basename "$exe") needs $lib, which this machine lacks"
     real=$(readlink -f "$path")
     pkg=$(dpkg -S "$path" 2>/dev/null || dpkg -S "$real" 2>/dev/null || dpkg -S "/usr$path" 2>/dev/null || true)
     pkg=${pkg%%:*}
     [ -n "$pkg" ] || fail "$lib ($path) belongs to no Debian package"
-    tr ',' '\n' <<<"$depends" | awk '{print $1}' | grep -qxF "$pkg" || fail "$(basename "$exe") needs $lib from $pkg, not in Depends: $depends"
+    tr ',' '\n' <<<"$depends" | awk '{print $1}' | grep -xF "$pkg" >/dev/null || fail "$(basename "$exe") needs $lib from $pkg, not in Depends: $depends"
     echo "$(basename "$exe"): $lib <- $pkg"
   done
 done
