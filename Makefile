@@ -2,6 +2,8 @@
 #   make demo   installs the Debian packages it needs, builds, runs synth -> validate -> convert -> validate --reference -> inspect -> ckpt-gpu verify
 #   make test   the GoogleTest suite twice: a normal build and an AddressSanitizer + UBSan build,
 #               then every libFuzzer target for a fixed number of runs (fuzz-smoke)
+#   make ci-extra   (CI, after make test) a Release build, a clang build, the .deb built,
+#               installed and run, and a find_package(ckptkit) consumer (see ci-extra below)
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
@@ -10,6 +12,11 @@ DEB_PACKAGES = cmake g++ make pkg-config libcli11-dev libsimdjson-dev libxxhash-
                libtbb-dev libgtest-dev python3-jsonschema hipcc
 # clang + libFuzzer for the fuzz targets (tests/fuzz), installed by fuzz-smoke / fuzz only.
 DEB_PACKAGES_FUZZ = clang-14 libclang-rt-14-dev
+RELEASE_BUILD ?= build-release
+CLANG_BUILD   ?= build-clang
+CLANG_CXX     ?= clang++-14
+# Warnings are errors here and in CI (a developer setting; the package build does not force it).
+WERROR        ?= -DCKPT_WERROR=ON
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_CXX     ?= clang++-14
 FUZZ_TARGETS = safetensors_header index_json config_dsv4 gguf_header ggml_dequant expert_pack_manifest hash_manifest hub_list json_walk
@@ -25,7 +32,8 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 
-.PHONY: all deps deps-slurm deps-fuzz build asan-build fuzz-build fuzz-smoke fuzz demo test test-normal asan bench golden-update clean
+.PHONY: all deps deps-slurm deps-fuzz build asan-build fuzz-build fuzz-smoke fuzz demo test test-normal asan bench golden-update clean \
+        release-build clang-build deb deb-check ci-extra install-check
 
 all: build
 
@@ -54,11 +62,11 @@ deps-fuzz: deps
 	fi
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(WERROR)
 	cmake --build $(BUILD) -j$(JOBS)
 
 asan-build: deps
-	cmake -S . -B $(ASAN_BUILD) -DCKPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(ASAN_BUILD) -DCKPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(WERROR)
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 
 demo: build
@@ -86,7 +94,7 @@ asan: asan-build
 # libFuzzer targets: the library built with clang, -fsanitize=fuzzer-no-link,address,undefined.
 fuzz-build: deps-fuzz
 	cmake -S . -B $(FUZZ_BUILD) -DCKPT_FUZZ=ON -DCKPT_BUILD_TESTS=OFF -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo $(WERROR)
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 
 # Every target for FUZZ_RUNS inputs, starting from a temporary copy of its seed corpus
@@ -122,5 +130,35 @@ bench: build
 golden-update: build
 	bash golden/update.sh $(BUILD)/ckpt
 
+# --- CI extras (.ci/run calls `make ci-extra` after `make test`; each step can run alone) ---
+# What a packager builds: Release, the GPU backend as found, no tests; the .deb comes from it.
+release-build: deps
+	cmake -S . -B $(RELEASE_BUILD) -DCMAKE_BUILD_TYPE=Release -DCKPT_BUILD_TESTS=OFF $(WERROR)
+	cmake --build $(RELEASE_BUILD) -j$(JOBS)
+
+# clang 14 compiles everything (tests included) warning-free, and the suite runs again: it is
+# short next to the build, and compiler-dependent results are what it catches (clang commuted
+# an AVX2 add that GCC kept in order: GgmlDequantIsa). No GPU compiler (the normal build
+# covers the kernels); the Slurm recipe test does not depend on the compiler.
+CLANG_CTEST ?= -E '^(slurm_e2e|real_client_transformers)$$'
+clang-build: deps-fuzz
+	cmake -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$(CLANG_CXX) \
+	  -DCKPT_GPU=OFF -DCKPT_GPU_COMPILE_ALL=OFF $(WERROR)
+	cmake --build $(CLANG_BUILD) -j$(JOBS)
+	cd $(CLANG_BUILD) && ctest -j$(JOBS) --output-on-failure $(CLANG_CTEST)
+
+deb: release-build
+	cd $(RELEASE_BUILD) && rm -f ckptkit_*.deb && cpack -G DEB
+
+# The .deb unpacked into a fresh root and run there (and, as root on a throwaway CI machine,
+# installed with dpkg -i); cmake --install into a second prefix and a find_package(ckptkit)
+# consumer built against it (tools/check_install.sh says what it checks).
+deb-check: deb
+	bash tools/check_install.sh $(RELEASE_BUILD)
+
+install-check: deb-check
+
+ci-extra: release-build deb-check clang-build
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(DEMO_DIR)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(RELEASE_BUILD) $(CLANG_BUILD) $(DEMO_DIR)

@@ -13,6 +13,7 @@
 
 #include "../cli_common.h"
 #include "convert/convert.h"
+#include "core/build_info.h"
 #include "gpu_bench.h"
 #include "io/atomic_file.h"
 #include "report/verify_report.h"
@@ -112,7 +113,7 @@ Outcome run_bench(const BenchArgs& a) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ckpt-gpu: decode checkpoints on the GPU and prove them against the CPU reference"};
-  app.set_version_flag("--version", std::string("ckptkit ") + CKPT_VERSION);
+  app.set_version_flag("--version", std::string("ckptkit ") + ckpt::version_text());
   app.formatter(std::make_shared<ckptcli::SynopsisFormatter>());
   app.require_subcommand(1);
 

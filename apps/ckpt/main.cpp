@@ -16,6 +16,7 @@
 #include "../cli_common.h"
 #include "commands.h"
 #include "convert/convert.h"
+#include "core/build_info.h"
 #include "formats/loader.h"
 #include "io/atomic_file.h"
 #include "profiles/registry.h"
@@ -259,7 +260,7 @@ Outcome run_synth(const SynthArgs& a) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ckpt: validate, convert and verify large MoE model checkpoints (safetensors, GGUF)"};
-  app.set_version_flag("--version", std::string("ckptkit ") + CKPT_VERSION);
+  app.set_version_flag("--version", std::string("ckptkit ") + ckpt::version_text());
   app.require_subcommand(1);
   app.fallthrough();  // global options (--threads) may follow the subcommand
   unsigned threads = 0;

@@ -65,7 +65,12 @@ bool verify_partitioned_output(const LoadedModel& in, const ConversionPlan& plan
   }
   if (check.shards_verified == plan.shards.size()) return true;
   std::string list;
-  for (uint32_t p : rerun) list += (list.empty() ? "" : ",") + std::to_string(p);
+  // Appended in two steps: `(c ? "," : "") + <temporary string>` trips GCC 12's -Wrestrict
+  // false positive at -O3 (GCC bug 105329).
+  for (uint32_t p : rerun) {
+    if (!list.empty()) list += ",";
+    list += std::to_string(p);
+  }
   check.rerun.assign(rerun.begin(), rerun.end());
   findings.error("CONVERT_RERUN", out_dir, "", std::nullopt,
                  std::to_string(plan.shards.size() - check.shards_verified) + " of " +

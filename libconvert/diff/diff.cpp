@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/display.h"
+#include "core/build_info.h"
 #include "formats/json.h"
 #include "model/value_codec.h"
 #include "hashman/manifest.h"
@@ -135,7 +136,12 @@ void set_types(TensorDiff& d, const ModelTensor& a, const ModelTensor& b) {
 
 std::string shape_text(const std::vector<uint64_t>& s) {
   std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  // Appended in two steps: `(c ? "," : "") + <temporary string>` trips GCC 12's -Wrestrict
+  // false positive at -O3 (GCC bug 105329).
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(s[i]);
+  }
   return out + "]";
 }
 
@@ -292,6 +298,7 @@ std::string diff_report_text(const DiffReport& r) {
 std::string diff_report_json(const DiffReport& r) {
   JsonWriter w;
   w.begin_object().key("schema").value("ckptkit/diff-report/v1");
+  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(kVersion).key("commit").value(build_commit()).end_object();
   w.key("a").value(r.a).key("b").value(r.b);
   w.key("same").value(r.status == DiffStatus::same);
   w.key("summary").begin_object();

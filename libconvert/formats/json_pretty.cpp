@@ -35,7 +35,10 @@ std::string layout_like_python(const std::string& digits, int decpt) {
   const int n = static_cast<int>(digits.size());
   if (decpt <= -4 || decpt > 16) {
     std::string out(1, digits[0]);
-    if (n > 1) out += "." + digits.substr(1);
+    if (n > 1) {  // two appends: `"." + digits.substr(1)` trips GCC 12's -Wrestrict at -O3 (bug 105329)
+      out += '.';
+      out.append(digits, 1);
+    }
     char ebuf[16];
     std::snprintf(ebuf, sizeof ebuf, "e%c%02d", decpt - 1 < 0 ? '-' : '+', std::abs(decpt - 1));
     return out + ebuf;

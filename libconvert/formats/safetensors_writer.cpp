@@ -105,11 +105,13 @@ bool plan_safetensors(std::vector<WriterTensor>& tensors,
     offset = *end;
   }
   payload_bytes = offset;
-  header = "{";
+  header.assign(1, '{');  // not `header = "{"`: GCC 12 -Wrestrict false positive at -O3 (bug 105651)
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
-    for (size_t i = 0; i < metadata.size(); ++i)
-      header += (i ? "," : "") + json_quote(metadata[i].first) + ":" + json_quote(metadata[i].second);
+    for (size_t i = 0; i < metadata.size(); ++i) {
+      if (i) header += ",";  // not `(i ? "," : "") + ...`: GCC 12 -Wrestrict false positive (bug 105329)
+      header += json_quote(metadata[i].first) + ":" + json_quote(metadata[i].second);
+    }
     header += "}";
   }
   for (size_t i = 0; i < tensors.size(); ++i) {

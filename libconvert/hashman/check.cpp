@@ -9,7 +9,12 @@ namespace {
 
 std::string shape_text(const std::vector<uint64_t>& s) {
   std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  // Appended in two steps: `(c ? "," : "") + <temporary string>` trips GCC 12's -Wrestrict
+  // false positive at -O3 (GCC bug 105329).
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(s[i]);
+  }
   return out + "]";
 }
 

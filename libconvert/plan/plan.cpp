@@ -71,7 +71,12 @@ std::optional<ExpertName> parse_expert_name(const std::string& name) {
 
 std::string shape_text(const std::vector<uint64_t>& s) {
   std::string t;
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? "x" : "") + std::to_string(s[i]);
+  // Appended piece by piece: `(i ? "x" : "") + std::to_string(...)` trips GCC 12's
+  // -Wrestrict false positive at -O3 (GCC bug 105329, std::string::insert inlined).
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) t += 'x';
+    t += std::to_string(s[i]);
+  }
   return t;
 }
 

@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/build_info.h"
 #include "core/checked_math.h"
 #include "core/ggml_types.h"
 #include "formats/gguf.h"
@@ -723,7 +724,7 @@ std::string repack_report_json(const RepackReport& r) {
   JsonWriter w;
   w.begin_object();
   w.key("schema").value("ckptkit/repack-report/v1");
-  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(CKPT_VERSION).end_object();
+  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(kVersion).key("commit").value(build_commit()).end_object();
   w.key("input").value(r.input).key("out_dir").value(r.out_dir).key("status").value(outcome_name(repack_outcome(r.status)));
   w.key("options").begin_object().key("align").value(r.align).key("a_log").value(r.a_log).end_object();
   w.key("source_sha256").value(r.source_sha256);

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/display.h"
+#include "core/build_info.h"
 #include "formats/json_writer.h"
 #include "report/validation_report.h"
 
@@ -116,7 +117,7 @@ std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o)
   JsonWriter w;
   w.begin_object();
   w.key("schema").value(kConvertSchemaId);
-  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(CKPT_VERSION).end_object();
+  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(kVersion).key("commit").value(build_commit()).end_object();
   w.key("input").value(o.input).key("output").value(o.output).key("experts").value(expert_mode_name(r.plan.experts));
   if (r.plan.experts == ExpertMode::int8_shift)
     w.key("int8_shift").begin_object().key("headroom_bits").value(r.plan.remap.headroom)

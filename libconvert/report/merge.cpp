@@ -132,7 +132,11 @@ std::string inventory_sha256(const ValidationReport& r) {
   for (const auto& f : r.files) text += "file " + json_quote(f.name) + " " + std::to_string(f.size) + "\n";
   for (const auto& t : r.tensors) {
     text += "tensor " + json_quote(t.file) + " " + json_quote(t.name) + " " + json_quote(t.type) + " [";
-    for (size_t i = 0; i < t.shape.size(); ++i) text += (i ? "," : "") + std::to_string(t.shape[i]);
+    // Two steps: `(i ? "," : "") + std::to_string(...)` trips GCC 12's -Wrestrict false positive (bug 105329).
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      if (i) text += ",";
+      text += std::to_string(t.shape[i]);
+    }
     text += "] " + std::to_string(t.offset) + " " + std::to_string(t.nbytes) + "\n";
   }
   return sha256_hex(text);
@@ -225,7 +229,10 @@ MergeResult merge_validation_reports(const std::vector<std::string>& paths) {
   }
   std::string missing;
   for (uint32_t i = 0; i < n; ++i)
-    if (!by_index[i]) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+    if (!by_index[i]) {  // two steps: see above (GCC bug 105329)
+      if (!missing.empty()) missing += ", ";
+      missing += std::to_string(i);
+    }
   if (!missing.empty())
     return fail(MergeStatus::usage_error, "partitions " + missing + " of " + std::to_string(n) +
                                               " are missing; run `ckpt validate --partition I/" + std::to_string(n) +

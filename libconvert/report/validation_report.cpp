@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/display.h"
+#include "core/build_info.h"
 #include "formats/json_writer.h"
 #include "report/merge.h"
 
@@ -52,7 +53,7 @@ std::string validation_report_json(const ValidationReport& r) {
   JsonWriter w;
   w.begin_object();
   w.key("schema").value(kValidationSchemaId);
-  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(CKPT_VERSION).end_object();
+  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(kVersion).key("commit").value(build_commit()).end_object();
   w.key("path").value(r.path);
   w.key("format").value(r.format);
   w.key("profile").value(r.profile);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "core/build_info.h"
 #include "formats/json_writer.h"
 
 namespace ckpt {
@@ -13,7 +14,7 @@ std::string verify_report_json(const VerifyReport& r) {
   JsonWriter w;
   w.begin_object();
   w.key("schema").value(kVerifySchemaId);
-  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(CKPT_VERSION).end_object();
+  w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(kVersion).key("commit").value(build_commit()).end_object();
   w.key("path").value(r.path);
   if (!r.reference.empty()) w.key("reference").value(r.reference);
   w.key("kind").value(r.kind);
