@@ -101,47 +101,26 @@ __global__ void k_mxfp4(const uint32_t* w, uint32_t words, const uint8_t* scale,
 
 // Two 32-blocks (kb, kb + 1) per grid row y; x runs over a kb's tiles word by word (one
 // lane's word each, so tile coordinates are shifts and masks). Both words are loaded before
-// either is decoded: twice the bytes in flight per thread. The four lanes of a row hold
-// its 64 output bytes as 4-byte pieces (lane t: bytes 4t.., 16+4t.., 32+4t.., 48+4t..);
-// a 4 x 4 transpose by warp shuffles gives lane t the 16 contiguous bytes 16t..16t+15, so
-// one 16-byte store per lane writes 8 rows x 64 contiguous bytes per warp instruction
-// (whole 32-byte sectors) instead of four 4-byte stores of half sectors. Whole warps run
-// the loop together (blockDim and groups * 32 are multiples of 32), so the shuffles see
-// every lane.
-__device__ __forceinline__ uint32_t pick4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t i) {
-  return i == 0 ? a : i == 1 ? b : i == 2 ? c : d;
-}
-
+// either is decoded: twice the bytes in flight per thread.
 __global__ void k_decode_int8_shift(const uint32_t* tiles, uint32_t kbs, uint32_t groups, const uint8_t* shift2,
                                     uint32_t rows, uint32_t k, uint32_t* q) {
   for (uint32_t kb0 = 2 * blockIdx.y; kb0 < kbs; kb0 += 2 * gridDim.y) {
     for (uint32_t w = blockIdx.x * blockDim.x + threadIdx.x; w < groups * 32; w += gridDim.x * blockDim.x) {
       const uint32_t ng = w >> 5, lane = w & 31, n = ng * 8 + lane / 4, tid = lane & 3;
-      const bool live = n < rows;  // a padding row of the last group decodes, never stores
+      if (n >= rows) continue;
       const bool two = kb0 + 1 < kbs;
-      const uint32_t word0 = live ? tiles[uint64_t(kb0) * groups * 32 + w] : 0u;
-      const uint32_t word1 = live && two ? tiles[uint64_t(kb0 + 1) * groups * 32 + w] : 0u;
-      const uint8_t sbyte = live ? shift2[((kb0 >> 2) * groups + ng) * 8 + (n & 7)] : 0;  // kb0, kb0+1 share it
+      const uint32_t word0 = tiles[uint64_t(kb0) * groups * 32 + w];
+      const uint32_t word1 = two ? tiles[uint64_t(kb0 + 1) * groups * 32 + w] : 0u;
+      const uint8_t sbyte = shift2[((kb0 >> 2) * groups + ng) * 8 + (n & 7)];  // kb0 even: kb0, kb0+1 share it
+      uint32_t* row = q + (uint64_t(n) * k + kb0 * 32) / 4;
       const Int8x8 v0 = decode_int8_shift_word(word0, (sbyte >> (2 * (kb0 & 3))) & 3u);
-      const Int8x8 v1 = decode_int8_shift_word(word1, (sbyte >> (2 * ((kb0 + 1) & 3))) & 3u);
-      // Piece j of this lane (j = 0: v0.lo, 1: v0.hi, 2: v1.lo, 3: v1.hi) belongs to lane j
-      // as its word `tid`. Round r: send piece (tid + r) & 3; receive from lane (tid - r) & 3
-      // its piece number tid, which is this lane's word (tid - r) & 3.
-      uint32_t out[4] = {0, 0, 0, 0};
-      const uint32_t base = threadIdx.x & ~3u;
-#pragma unroll
-      for (uint32_t r = 0; r < 4; ++r) {
-        const uint32_t send = pick4(v0.lo, v0.hi, v1.lo, v1.hi, (tid + r) & 3);
-        const uint32_t got = __shfl_sync(0xFFFFFFFFu, send, static_cast<int>(base + ((tid - r) & 3)) & 31);
-        const uint32_t slot = (tid - r) & 3;
-        out[0] = slot == 0 ? got : out[0];
-        out[1] = slot == 1 ? got : out[1];
-        out[2] = slot == 2 ? got : out[2];
-        out[3] = slot == 3 ? got : out[3];
+      row[tid] = v0.lo;
+      row[4 + tid] = v0.hi;
+      if (two) {
+        const Int8x8 v1 = decode_int8_shift_word(word1, (sbyte >> (2 * ((kb0 + 1) & 3))) & 3u);
+        row[8 + tid] = v1.lo;
+        row[12 + tid] = v1.hi;
       }
-      if (!live || (!two && tid >= 2)) continue;  // an odd last kb: its 32 bytes are lanes 0, 1
-      uint4* dst = reinterpret_cast<uint4*>(q + (uint64_t(n) * k + kb0 * 32) / 4) + tid;
-      *dst = make_uint4(out[0], out[1], out[2], out[3]);
     }
   }
 }
