@@ -254,6 +254,10 @@ bool Dumper::fp8() {
         // E8M0: e4m3 × 2^k is exact in fp32 (at most 4 significant bits, ≥ 2^−136).
         // Multipliers: one binary32 multiply, as DeepSeek-V3's kernel does before its BF16 rounding.
         out_[k] = fp8_scaled_f32(code8, scale);
+        // Finite inputs whose product is beyond f32: refused, as convert refuses it for BF16.
+        if (!std::isfinite(out_[k]))
+          return fail(DumpError::bad_value, element_at(i, j, g.cols) + " times its scale in " + s->name +
+                                                " is beyond f32's largest finite value; refusing to write inf");
       }
     }
     if (!emit(out_)) return false;
@@ -286,6 +290,9 @@ bool Dumper::mxfp4_expert() {
       const uint8_t byte = in_[k / 2];
       const uint8_t code = k % 2 == 0 ? byte & 0xF : byte >> 4;  // low nibble first
       out_[k] = e2m1_to_float(code) * e8m0_to_float(e);  // ≤ 2 significant bits × 2^k: exact
+      if (!std::isfinite(out_[k]))  // 6 × 2^127: refused, as convert refuses it (for BF16)
+        return fail(DumpError::bad_value, element_at(r0 + k / cols, k % cols, cols) + " times its scale in " + s->name +
+                                              " is beyond f32's largest finite value; refusing to write inf");
     }
     if (!emit(out_)) return false;
   }
