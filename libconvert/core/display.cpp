@@ -73,8 +73,17 @@ std::string finding_text(const Finding& f) {
   line += display_escape(f.code);
   line += ' ';
   line += f.file.empty() ? std::string("-") : display_escape(f.file);
-  if (f.offset) line += "@" + std::to_string(*f.offset);
-  if (!f.tensor.empty()) line += " [" + display_escape(f.tensor) + "]";
+  // Appended piece by piece: `"@" + std::to_string(...)` trips GCC 12's -Wrestrict false
+  // positive at -O3 (GCC bug 105329).
+  if (f.offset) {
+    line += '@';
+    line += std::to_string(*f.offset);
+  }
+  if (!f.tensor.empty()) {
+    line += " [";
+    line += display_escape(f.tensor);
+    line += ']';
+  }
   line += ": ";
   line += display_escape(f.message);
   return line;
