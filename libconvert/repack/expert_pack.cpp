@@ -227,9 +227,10 @@ bool RepackJob::check_out_dir() {
 
 // After the input checked out, so a rejected input leaves no directory behind.
 bool RepackJob::create_out_dir() {
-  std::error_code ec;
-  fs::create_directories(out_dir_, ec);
-  if (ec) return io_fail("IO_CREATE", out_dir_, "cannot create " + out_dir_ + ": " + ec.message());
+  // Durable: every directory created has its parent fsynced, as convert's OUT has.
+  std::string error;
+  if (!create_directories_durable(out_dir_, error))
+    return io_fail("IO_CREATE", out_dir_, "cannot create " + out_dir_ + ": " + error);
   return true;
 }
 
