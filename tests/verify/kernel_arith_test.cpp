@@ -145,5 +145,31 @@ TEST(KernelArith, Q6kFourValuesEqualTheReferenceFormula) {
   }
 }
 
+// decode.h's X86Arith spells out what this (x86) host's own binary32 multiply and
+// subtract return, NaN payloads, signs and invalid operations included: the CPU reference's
+// arithmetic, which the kernels reproduce for blocks with a NaN or infinite scale.
+TEST(KernelArith, X86ArithIsTheHostsMultiplyAndSubtract) {
+#if defined(__x86_64__) || defined(__i386__)
+  std::vector<float> v;
+  for (uint32_t w : {0x00000000u, 0x80000000u, 0x3F800000u, 0xBF800000u, 0x00000001u, 0x7F7FFFFFu, 0x7F800000u,
+                     0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFFA5A5A5u, 0x7FFFFFFFu, 0x41200000u,
+                     0xC2F60000u, 0x3E800000u})
+    v.push_back(bits_to_float(w));
+  for (float a : v) {
+    for (float b : v) {
+      volatile float va = a, vb = b;  // computed at run time by the host's SSE unit
+      const float prod = va * vb, diff = va - vb;
+      // Two NaN operands: x86 returns the first, but a compiler may swap a product's operands
+      // (the reference never multiplies two NaNs; its subtraction of two keeps the order).
+      if (!(f32_is_nan(a) && f32_is_nan(b)))
+        EXPECT_EQ(float_to_bits(X86Arith::mul(a, b)), float_to_bits(prod)) << std::hex << float_to_bits(a) << " * " << float_to_bits(b);
+      EXPECT_EQ(float_to_bits(X86Arith::sub(a, b)), float_to_bits(diff)) << std::hex << float_to_bits(a) << " - " << float_to_bits(b);
+    }
+  }
+#else
+  GTEST_SKIP() << "not an x86 host";
+#endif
+}
+
 }  // namespace
 }  // namespace ckpt::kern
