@@ -128,6 +128,42 @@ __global__ void k_decode_int8_shift(const uint32_t* tiles, uint32_t kbs, uint32_
   }
 }
 
+// One row of one 32-block per lane: the row's 16 bytes of the 128-byte tile (its four
+// lanes' words, tid 0..3) are one aligned uint4 load, so a warp's load reads 512
+// contiguous bytes (four tiles); its 32 decoded bytes (k 32kb .. 32kb+31 of row n: the lo
+// words of tid 0..3 are k 0..15, the hi words k 16..31) are two aligned uint4 stores, a
+// whole 32-byte sector per lane. Two 32-blocks per thread (kb0, kb0 + 1: one shift2 byte
+// serves both), both loads issued before either is decoded. The arithmetic is decode.h's
+// decode_int8_shift_word, as in k_decode_int8_shift.
+__global__ void __launch_bounds__(kThreads) k_decode_int8_shift_rows(const uint4* tiles, uint32_t kbs, uint32_t groups,
+                                                                     const uint8_t* shift2, uint32_t rows, uint32_t k,
+                                                                     uint4* q) {
+  for (uint32_t kb0 = 2 * blockIdx.y; kb0 < kbs; kb0 += 2 * gridDim.y) {
+    for (uint32_t n = blockIdx.x * blockDim.x + threadIdx.x; n < rows; n += gridDim.x * blockDim.x) {
+      const uint32_t ng = n >> 3;
+      const bool two = kb0 + 1 < kbs;
+      const uint4 w0 = tiles[(uint64_t(kb0) * groups + ng) * 8 + (n & 7)];
+      const uint4 w1 = two ? tiles[(uint64_t(kb0 + 1) * groups + ng) * 8 + (n & 7)] : make_uint4(0, 0, 0, 0);
+      const uint8_t sbyte = shift2[((kb0 >> 2) * groups + ng) * 8 + (n & 7)];  // kb0 even: kb0, kb0+1 share it
+      uint4* row = q + (uint64_t(n) * k + kb0 * 32) / 16;
+      {
+        const unsigned sh = (sbyte >> (2 * (kb0 & 3))) & 3u;
+        const Int8x8 a = decode_int8_shift_word(w0.x, sh), b = decode_int8_shift_word(w0.y, sh),
+                     c = decode_int8_shift_word(w0.z, sh), d = decode_int8_shift_word(w0.w, sh);
+        row[0] = make_uint4(a.lo, b.lo, c.lo, d.lo);
+        row[1] = make_uint4(a.hi, b.hi, c.hi, d.hi);
+      }
+      if (two) {
+        const unsigned sh = (sbyte >> (2 * ((kb0 + 1) & 3))) & 3u;
+        const Int8x8 a = decode_int8_shift_word(w1.x, sh), b = decode_int8_shift_word(w1.y, sh),
+                     c = decode_int8_shift_word(w1.z, sh), d = decode_int8_shift_word(w1.w, sh);
+        row[2] = make_uint4(a.lo, b.lo, c.lo, d.lo);
+        row[3] = make_uint4(a.hi, b.hi, c.hi, d.hi);
+      }
+    }
+  }
+}
+
 // One block per row: max |x| (fmaxf skips NaN), scale = max / 127 (1 for a zero row),
 // q = clamp(rne(x / scale), -127, 127); cvt.rni of NaN is 0.
 __global__ void k_quantize(const float* x, uint64_t k, int8_t* a, float* a_scale) {
@@ -474,10 +510,21 @@ void launch_fp8(const uint8_t* w, uint64_t n, const Fp8Grid& g, uint64_t row_beg
   }
 }
 
+// The INT8-shift decode: k_decode_int8_shift_rows (one row per lane, 16-byte accesses);
+// `per_lane_words` selects the previous kernel (one tile word per lane), which ckpt-gpu
+// bench times beside it.
 void launch_decode(const uint32_t* tiles, uint64_t words, const uint8_t* shift2, uint64_t rows, uint64_t k, uint32_t* q,
-                   gpuStream_t stream = 0) {
+                   gpuStream_t stream = 0, bool per_lane_words = false) {
   const uint32_t groups = static_cast<uint32_t>((rows + 7) / 8), kbs = static_cast<uint32_t>(k / 32);
   (void)words;  // = kbs * groups * 32
+  if (!per_lane_words) {
+    const dim3 grid(static_cast<unsigned>(std::min<uint64_t>((rows + kThreads - 1) / kThreads, 1024)),
+                    std::min<unsigned>((kbs + 1) / 2, 65535));
+    k_decode_int8_shift_rows<<<grid, kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(tiles), kbs, groups, shift2,
+                                                            static_cast<uint32_t>(rows), static_cast<uint32_t>(k),
+                                                            reinterpret_cast<uint4*>(q));
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(std::min<uint64_t>((uint64_t{groups} * 32 + kThreads - 1) / kThreads, 1024)),
                   std::min<unsigned>((kbs + 1) / 2, 65535));
   k_decode_int8_shift<<<grid, kThreads, 0, stream>>>(tiles, kbs, groups, shift2, static_cast<uint32_t>(rows),
@@ -1021,6 +1068,10 @@ bool run_gpu_benchmarks(int device, const GpuBenchOptions& o, std::string& repor
     launch_decode(reinterpret_cast<const uint32_t*>(in), words, aux, dn, dk, reinterpret_cast<uint32_t*>(out));
   });
   report += line("int8_shift_decode", words * 4 + dn * dk / 128, dn * dk, ms, copy_gbps);
+  ms = time_ms(o.iterations, [&] {
+    launch_decode(reinterpret_cast<const uint32_t*>(in), words, aux, dn, dk, reinterpret_cast<uint32_t*>(out), 0, true);
+  });
+  report += line("int8_shift_decode_per_lane_words", words * 4 + dn * dk / 128, dn * dk, ms, copy_gbps);
 
   // Activation quantization: f32 [M, 4096] -> int8 + one scale per row.
   const uint64_t qk = 4096, qm = in_bytes / 4 / qk;

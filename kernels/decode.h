@@ -372,21 +372,32 @@ CKPT_HD void ggml_decode_unit_as(int32_t type, const uint8_t* b, unsigned u, flo
       for (int j = 0; j < 8; ++j) y[j] = A::mul(static_cast<float>(static_cast<int8_t>(b[2 + 8 * u + j])), d);
       return;
     }
-    case kQ4_0:
-    case kIQ4_NL:
     case kMXFP4: {
       // 32 elements: bytes qs[0..15]; low nibbles are elements 0..15, high nibbles 16..31.
-      const uint8_t* qs = b + (type == kMXFP4 ? 1 : 2);
+      // ggml's kvalues_mxfp4 is E2M1 doubled (kE2m1LutX2): four nibbles at a time in
+      // registers by decode_nibbles4 (shift 0), not eight table loads.
+      const uint8_t* qs = b + 1 + (u & 1) * 8;
+      const float d = exp2i(static_cast<int>(b[0]) - 128);  // E8M0_TO_FP32_HALF; e < 2: binary32 subnormals
+      for (int h = 0; h < 2; ++h) {
+        uint32_t x = (ld32(qs + 4 * h) >> (4 * (u >> 1))) & 0x0F0F0F0Fu;  // the four nibbles, one per byte
+        x = (x | (x >> 4)) & 0x00FF00FFu;
+        x = (x | (x >> 8)) & 0xFFFFu;
+        const uint32_t v = decode_nibbles4(x, 0);
+        for (int j = 0; j < 4; ++j) y[4 * h + j] = A::mul(d, static_cast<float>(static_cast<int8_t>(v >> (8 * j))));
+      }
+      return;
+    }
+    case kQ4_0:
+    case kIQ4_NL: {
+      // 32 elements: bytes qs[0..15]; low nibbles are elements 0..15, high nibbles 16..31.
+      const uint8_t* qs = b + 2;
       const unsigned first = (u & 1) * 8, high = u >> 1;
       for (int j = 0; j < 8; ++j) {
         const unsigned nib = high ? (qs[first + j] >> 4) : (qs[first + j] & 0xF);
         if (type == kQ4_0) {
           y[j] = A::mul(static_cast<float>(static_cast<int>(nib) - 8), f16_to_f32(ld16(b)));
-        } else if (type == kIQ4_NL) {
-          y[j] = A::mul(f16_to_f32(ld16(b)), static_cast<float>(t.kvalues_iq4nl[nib]));
         } else {
-          // E8M0_TO_FP32_HALF(e) = 2^(e - 128); e < 2 are binary32 subnormals, 255 is 2^127.
-          y[j] = A::mul(exp2i(static_cast<int>(b[0]) - 128), static_cast<float>(t.kvalues_fp4[nib]));
+          y[j] = A::mul(f16_to_f32(ld16(b)), static_cast<float>(t.kvalues_iq4nl[nib]));
         }
       }
       return;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "core/ggml_types.h"
 #include "numerics/fp8.h"
@@ -388,6 +389,43 @@ TEST_P(Backend, GgmlNanAndInfiniteScalesGiveTheCpuReferenceBits) {
       ASSERT_EQ(bits(got[i]), bits(want[i])) << "type " << type << " element " << i << std::hex << ": device "
                                              << bits(got[i]) << " vs CPU " << bits(want[i]);
   }
+}
+
+// Calls from many threads at once (the verifier's jobs): the GPU backend runs them on its
+// lanes (more threads than lanes: some wait), small calls through the pinned staging and
+// calls whose output exceeds it (4.5M f32 > 16 MiB) through pageable copies; every
+// result must equal the CPU reference, as one call at a time does.
+TEST_P(Backend, CallsFromManyThreadsAtOnceEqualTheCpuDequant) {
+  ASSERT_TRUE(be_->concurrent());
+  struct Case {
+    int32_t type;
+    uint64_t blocks;
+  };
+  const std::vector<Case> cases = {{8, 1}, {21, 1000}, {14, 333}, {8, 140000}, {21, 17600}, {14, 7}, {1, 12345}};
+  std::vector<std::string> failures(8);
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 8; ++th) {
+    threads.emplace_back([&, th] {
+      std::mt19937_64 rng(1000 + th);
+      std::uniform_int_distribution<int> byte(0, 255);
+      for (size_t i = 0; i < cases.size() && failures[th].empty(); ++i) {
+        const Case& c = cases[(i + th) % cases.size()];
+        const GgmlTypeInfo* info = ggml_type_info(c.type);
+        std::vector<uint8_t> data(c.blocks * info->type_size);
+        for (auto& b : data) b = static_cast<uint8_t>(byte(rng));
+        std::vector<float> want(c.blocks * info->block_size), got(want.size());
+        std::string error;
+        if (!ggml_dequantize(c.type, data, want, error) || !be_->ggml_to_f32(c.type, data, got, error)) {
+          failures[th] = error;
+          break;
+        }
+        if (std::memcmp(want.data(), got.data(), 4 * want.size()) != 0)
+          failures[th] = std::string(info->name) + " x" + std::to_string(c.blocks) + " differs";
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int th = 0; th < 8; ++th) EXPECT_EQ(failures[th], "") << "thread " << th;
 }
 
 TEST_P(Backend, UnsupportedTypesAreAnErrorNotGarbage) {

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "decode.h"
+#include "numerics/ggml_tables.h"
+#include "numerics/int8_shift.h"
 
 namespace ckpt::kern {
 namespace {
@@ -142,6 +144,16 @@ TEST(KernelArith, Q6kFourValuesEqualTheReferenceFormula) {
         }
       }
     }
+  }
+}
+
+// The ggml MXFP4 kernels decode codes with decode_nibbles4 (the spec's E2M1 x 2): that is
+// ggml's kvalues_mxfp4 table, code for code, in every nibble position.
+TEST(KernelArith, GgmlMxfp4TableIsTheE2m1NibbleDecode) {
+  for (unsigned c = 0; c < 16; ++c) {
+    EXPECT_EQ(kvalues_fp4[c], kE2m1LutX2[c]) << c;
+    for (int pos = 0; pos < 4; ++pos)
+      EXPECT_EQ(static_cast<int8_t>(decode_nibbles4(c << (4 * pos), 0) >> (8 * pos)), kvalues_fp4[c]) << c << " " << pos;
   }
 }
 
