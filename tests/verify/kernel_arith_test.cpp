@@ -173,8 +173,10 @@ TEST(KernelArith, X86ArithIsTheHostsMultiplyAndSubtract) {
       const float prod = va * vb, diff = va - vb;
       // Two NaN operands: x86 returns the first, but a compiler may swap a product's operands
       // (the reference never multiplies two NaNs; its subtraction of two keeps the order).
-      if (!(f32_is_nan(a) && f32_is_nan(b)))
-        EXPECT_EQ(float_to_bits(X86Arith::mul(a, b)), float_to_bits(prod)) << std::hex << float_to_bits(a) << " * " << float_to_bits(b);
+      if (!(f32_is_nan(a) && f32_is_nan(b))) {
+        EXPECT_EQ(float_to_bits(X86Arith::mul(a, b)), float_to_bits(prod))
+            << std::hex << float_to_bits(a) << " * " << float_to_bits(b);
+      }
       EXPECT_EQ(float_to_bits(X86Arith::sub(a, b)), float_to_bits(diff)) << std::hex << float_to_bits(a) << " - " << float_to_bits(b);
     }
   }
