@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -24,6 +25,7 @@
 #include "numerics/int8_gemm_ref.h"
 #include "numerics/int8_shift.h"
 #include "formats/pack_manifest.h"
+#include "io/input_file.h"
 #include "repack/pack_validate.h"
 #include "validate/reference.h"
 
@@ -66,6 +68,57 @@ std::optional<uint64_t> first_difference(std::span<const T> a, std::span<const T
   return std::nullopt;
 }
 
+// Step buffers reused from job to job: a job takes a set for its run and gives it back, so
+// at most (jobs in flight) sets exist, each grown to the largest step a job asked of it
+// (within that job's accounted memory), and a pack of thousands of small parts allocates
+// and page-faults a few sets, not one per part (the allocation and the freeing of fresh
+// pages on every core was most of an expert pack's verify time).
+struct StepBuffers {
+  std::vector<uint8_t> a, b, c;
+  std::vector<uint16_t> h1, h2;
+  std::vector<float> got, want;
+  template <class T>
+  static std::span<T> take(std::vector<T>& v, uint64_t n) {
+    if (v.size() < n) v.resize(n);
+    return std::span<T>(v.data(), n);
+  }
+};
+
+class StepPool {
+ public:
+  std::unique_ptr<StepBuffers> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) return std::make_unique<StepBuffers>();
+    auto s = std::move(free_.back());
+    free_.pop_back();
+    return s;
+  }
+  void give(std::unique_ptr<StepBuffers> s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(s));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<StepBuffers>> free_;
+};
+
+// A set taken from the pool for one scope (a fresh one when there is no pool).
+class PooledSteps {
+ public:
+  explicit PooledSteps(StepPool* pool) : pool_(pool), s_(pool ? pool->take() : std::make_unique<StepBuffers>()) {}
+  PooledSteps(const PooledSteps&) = delete;
+  PooledSteps& operator=(const PooledSteps&) = delete;
+  ~PooledSteps() {
+    if (pool_) pool_->give(std::move(s_));
+  }
+  StepBuffers* operator->() { return s_.get(); }
+
+ private:
+  StepPool* pool_;
+  std::unique_ptr<StepBuffers> s_;
+};
+
 // What one job found: its checks and findings, merged into the report in job order, so the
 // report is the same whatever the thread order.
 struct Sink {
@@ -74,6 +127,7 @@ struct Sink {
   uint64_t input_bytes_decoded = 0;
   double max_rel_l2 = 0;
   std::string backend;
+  StepPool* steps = nullptr;  // run_jobs' pool of step buffers
 };
 
 // One unit of work (a tensor, an expert, a GGUF tensor or pack part) and the host memory
@@ -87,7 +141,9 @@ struct Job {
 // codes (FP8), output elements (MXFP4, ggml) or bytes (copies), so a job's memory is tens
 // of MiB whatever the tensor size (experts: one expert's matrices, as before).
 constexpr uint64_t kStepElems = uint64_t{4} << 20;
-constexpr uint64_t kCopyStep = uint64_t{8} << 20;
+constexpr uint64_t kCopyStep = uint64_t{16} << 20;
+// Bytes per step of a copy check (each side): the job memory and the loop use the same.
+uint64_t copy_step(uint64_t chunk) { return std::max<uint64_t>(1, std::min(chunk, kCopyStep)); }
 
 // The first i in [0, n) with bad(i), or nullopt: ranges on all cores, the smallest wins.
 template <class Bad>
@@ -143,15 +199,24 @@ struct Slabs {
   std::vector<uint8_t> mxfp4, shift2, channel_scale;
 };
 
-uint64_t fp8_job_memory(const ModelTensor& src, const ModelTensor& scale) {
-  const uint64_t cols = src.shape.size() > 1 ? std::max<uint64_t>(1, src.shape[1]) : 1;
-  const uint64_t step = std::min(src.nbytes, std::max(cols, kStepElems - kStepElems % cols));
-  return 2 * scale.nbytes + 7 * step;  // grid (+ f32 copy); codes, BF16 got/want/bytes
+// Rows per step of the FP8 and MXFP4 checks: at most kStepElems codes (elements) and
+// `chunk` input bytes, at least one row. The job memory below and the loops use the same.
+uint64_t fp8_rows_per_step(uint64_t cols, uint64_t chunk) {
+  return std::max<uint64_t>(1, std::min(chunk, kStepElems) / std::max<uint64_t>(1, cols));
+}
+uint64_t mxfp4_rows_per_step(uint64_t k, uint64_t chunk) {
+  return std::max<uint64_t>(1, std::min(2 * chunk, kStepElems) / std::max<uint64_t>(1, k));
 }
 
-uint64_t mxfp4_job_memory(const ModelTensor& w) {
+uint64_t fp8_job_memory(const ModelTensor& src, const ModelTensor& scale, uint64_t chunk) {
+  const uint64_t cols = src.shape.size() > 1 ? std::max<uint64_t>(1, src.shape[1]) : 1;
+  const uint64_t step = std::min(src.nbytes, fp8_rows_per_step(cols, chunk) * cols);
+  return 4 * scale.nbytes + 7 * step;  // grid (as read, as f32 and its bytes); codes, BF16 got/want/bytes
+}
+
+uint64_t mxfp4_job_memory(const ModelTensor& w, uint64_t chunk) {
   const uint64_t k = w.shape.size() > 1 ? std::max<uint64_t>(1, w.shape[1] * 2) : 1;
-  const uint64_t elems = std::min(w.nbytes * 2, std::max(k, kStepElems - kStepElems % k));
+  const uint64_t elems = std::min(w.nbytes * 2, mxfp4_rows_per_step(k, chunk) * k);
   return elems / 2 + elems / 32 + 2 * elems + 4 * elems;  // codes, scales, OUT's BF16, f32
 }
 
@@ -190,14 +255,15 @@ class CheckpointVerifier : public Verifier {
         };
         switch (pt.action) {
           case TensorAction::copy:
-            job(2 * std::min(kCopyStep, dst->nbytes), &CheckpointVerifier::planned_copy);
+            job(2 * std::min(copy_step(be.max_chunk_bytes()), dst->nbytes), &CheckpointVerifier::planned_copy);
             break;
           case TensorAction::dequant_e8m0:
           case TensorAction::dequant_f32:
-            job(fp8_job_memory(in.view.tensors[pt.input], in.view.tensors[pt.scale]), &CheckpointVerifier::planned_fp8);
+            job(fp8_job_memory(in.view.tensors[pt.input], in.view.tensors[pt.scale], be.max_chunk_bytes()),
+                &CheckpointVerifier::planned_fp8);
             break;
           case TensorAction::dequant_mxfp4:
-            job(mxfp4_job_memory(in.view.tensors[pt.input]), &CheckpointVerifier::planned_mxfp4);
+            job(mxfp4_job_memory(in.view.tensors[pt.input], be.max_chunk_bytes()), &CheckpointVerifier::planned_mxfp4);
             break;
           case TensorAction::remap_mxfp4: {
             const FusedMatrix& fm = plan.fused[pt.fused];
@@ -232,7 +298,8 @@ class CheckpointVerifier : public Verifier {
         for (const auto& pt : shard.tensors)
           if (pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32) {
             const ModelTensor& src = model.view.tensors[pt.input];
-            jobs.push_back({fp8_job_memory(src, model.view.tensors[pt.scale]), [&be, &o, &model, plan, &pt, &src](Sink& s) {
+            jobs.push_back({fp8_job_memory(src, model.view.tensors[pt.scale], be.max_chunk_bytes()),
+                            [&be, &o, &model, plan, &pt, &src](Sink& s) {
                               CheckpointVerifier v(be, o, s);
                               v.in_ = &model;
                               v.verify_fp8(model, *plan, pt, src, nullptr, nullptr);
@@ -297,8 +364,9 @@ class CheckpointVerifier : public Verifier {
 
   void verify_copy(const LoadedModel& in, const LoadedModel& out, const ModelTensor& src, const ModelTensor& dst) {
     VerifyCheck& c = add_check("copy", dst.name, "", src.nbytes);
-    const uint64_t step = std::min<uint64_t>(chunk_bytes(), uint64_t{16} << 20);
-    std::vector<uint8_t> a(std::min(step, src.nbytes)), b(a.size());
+    PooledSteps bufs(r_.steps);
+    const uint64_t step = std::min(copy_step(chunk_bytes()), src.nbytes);
+    const std::span<uint8_t> a = StepBuffers::take(bufs->a, step), b = StepBuffers::take(bufs->b, step);
     for (uint64_t done = 0; done < src.nbytes; done += a.size()) {
       const uint64_t n = std::min<uint64_t>(a.size(), src.nbytes - done);
       std::span<uint8_t> sa(a.data(), n), sb(b.data(), n);
@@ -334,9 +402,11 @@ class CheckpointVerifier : public Verifier {
       grid.resize(4 * grid_f32.size());
       if (!grid_f32.empty()) std::memcpy(grid.data(), grid_f32.data(), grid.size());
     }
-    const uint64_t rows_per_step = std::max<uint64_t>(1, chunk_bytes() / std::max<uint64_t>(1, g.cols));
-    std::vector<uint8_t> w(std::min(rows_per_step, g.rows) * g.cols), want_bytes(2 * w.size());
-    std::vector<uint16_t> got(w.size()), want(w.size());
+    const uint64_t rows_per_step = fp8_rows_per_step(g.cols, chunk_bytes());
+    PooledSteps bufs(r_.steps);
+    const uint64_t step = std::min(rows_per_step, g.rows) * g.cols;
+    const std::span<uint8_t> w = StepBuffers::take(bufs->a, step), want_bytes = StepBuffers::take(bufs->b, 2 * step);
+    const std::span<uint16_t> got = StepBuffers::take(bufs->h1, step), want = StepBuffers::take(bufs->h2, step);
     for (uint64_t row = 0; row < g.rows; row += rows_per_step) {
       const uint64_t rows = std::min(rows_per_step, g.rows - row), n = rows * g.cols;
       std::span<uint8_t> ws(w.data(), n);
@@ -385,9 +455,12 @@ class CheckpointVerifier : public Verifier {
                         "BF16 expert shape does not match its MXFP4 source");
       return;
     }
-    const uint64_t rows_per_step = std::max<uint64_t>(1, chunk_bytes() / (k / 2));
-    std::vector<uint8_t> wb(std::min(rows_per_step, rows) * k / 2), sb(wb.size() / 16), ob(wb.size() * 4);
-    std::vector<float> f(wb.size() * 2);
+    const uint64_t rows_per_step = mxfp4_rows_per_step(k, chunk_bytes());
+    PooledSteps bufs(r_.steps);
+    const uint64_t step = std::min(rows_per_step, rows) * k / 2;  // bytes of codes
+    const std::span<uint8_t> wb = StepBuffers::take(bufs->a, step), sb = StepBuffers::take(bufs->b, step / 16),
+                             ob = StepBuffers::take(bufs->c, step * 4);
+    const std::span<float> f = StepBuffers::take(bufs->got, step * 2);
     for (uint64_t row = 0; row < rows; row += rows_per_step) {
       const uint64_t n = std::min(rows_per_step, rows - row), elems = n * k;
       std::span<uint8_t> ws(wb.data(), elems / 2), ss(sb.data(), elems / 32), os(ob.data(), elems * 2);
@@ -710,8 +783,10 @@ class GgufVerifier : public Verifier {
     }
     c.elements = bytes / row_bytes * row_elems;
     const uint64_t step = std::min(rows_per_step(row_bytes, row_elems, chunk_bytes()) * row_bytes, bytes);
-    std::vector<uint8_t> dev_in(step), cpu_in(step);
-    std::vector<float> got(step / row_bytes * row_elems), want(got.size());
+    PooledSteps bufs(r_.steps);
+    const std::span<uint8_t> dev_in = StepBuffers::take(bufs->a, step), cpu_in = StepBuffers::take(bufs->b, step);
+    const std::span<float> got = StepBuffers::take(bufs->got, step / row_bytes * row_elems),
+                           want = StepBuffers::take(bufs->want, got.size());
     for (uint64_t done = 0; done < bytes; done += step) {
       const uint64_t n = std::min(step, bytes - done), elems = n / row_bytes * row_elems;
       std::span<uint8_t> a(dev_in.data(), n), b(cpu_in.data(), n);
@@ -786,14 +861,17 @@ struct PackPlan {
   }
 };
 
-// The host memory the jobs in flight may hold, and how many that allows: at most
-// budget / (the largest job), at least one, at most twice the cores. A job larger than
-// the budget alone (one expert's matrices of a huge model) runs alone.
-uint64_t jobs_in_flight(const std::vector<Job>& jobs, uint64_t budget) {
+// How many jobs may run at once: the budget less what the backend holds itself (its pinned
+// staging, DecodeBackend::host_memory), divided by the largest job's memory (every buffer
+// a job holds, step buffers from the pool included); at least one, at most twice the
+// cores. A job larger than the budget alone (one expert's matrices of a huge model) runs
+// alone.
+uint64_t jobs_in_flight(const std::vector<Job>& jobs, uint64_t budget, uint64_t backend_memory) {
   uint64_t largest = 1;
   for (const Job& j : jobs) largest = std::max(largest, j.memory);
   const uint64_t cores = static_cast<uint64_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
-  return std::clamp<uint64_t>(budget / largest, 1, 2 * cores);
+  const uint64_t for_jobs = budget > backend_memory ? budget - backend_memory : 0;
+  return std::clamp<uint64_t>(for_jobs / largest, 1, 2 * cores);
 }
 
 // A backend whose calls may not overlap (one device, shared device buffers): one call at a
@@ -803,6 +881,7 @@ class SerialBackend final : public DecodeBackend {
   explicit SerialBackend(DecodeBackend& be) : be_(be) {}
   std::string name() const override { return be_.name(); }
   uint64_t max_chunk_bytes() const override { return be_.max_chunk_bytes(); }
+  uint64_t host_memory() const override { return be_.host_memory(); }
   bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                    std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -841,8 +920,9 @@ class SerialBackend final : public DecodeBackend {
 
 // Runs the jobs: a oneTBB pipeline of at most jobs_in_flight() tokens, each job on any
 // core, the results merged into the report in job order.
-void run_jobs(std::vector<Job>& jobs, const VerifyOptions& o, VerifyReport& r) {
-  const uint64_t tokens = jobs_in_flight(jobs, o.memory_budget);
+void run_jobs(std::vector<Job>& jobs, const DecodeBackend& be, const VerifyOptions& o, VerifyReport& r) {
+  const uint64_t tokens = jobs_in_flight(jobs, o.memory_budget, be.host_memory());
+  StepPool steps;
   r.jobs = jobs.size();
   r.jobs_in_flight = tokens;
   size_t next = 0, done = 0;
@@ -864,6 +944,7 @@ void run_jobs(std::vector<Job>& jobs, const VerifyOptions& o, VerifyReport& r) {
                                        [&](Item it) {
                                          it.sink = std::make_unique<Sink>();
                                          it.sink->backend = r.backend;
+                                         it.sink->steps = &steps;
                                          jobs[it.index].run(*it.sink);
                                          jobs[it.index].run = nullptr;  // captured state goes now
                                          return it;
@@ -922,7 +1003,7 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
     r.kind = "gguf";
     std::vector<Job> jobs;
     GgufVerifier::plan_gguf(be, o, out, jobs);
-    run_jobs(jobs, o, r);
+    run_jobs(jobs, be, o, r);
     return;
   }
   std::vector<Job> jobs;
@@ -933,7 +1014,7 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
     const bool planned = plan_conversion(out, ExpertMode::keep, RemapOptions{}, plan, pf);
     if (!planned) report_unpaired_fp8(out, pf, r);
     CheckpointVerifier::plan_self(be, o, out, planned ? &plan : nullptr, jobs);
-    run_jobs(jobs, o, r);
+    run_jobs(jobs, be, o, r);
     return;
   }
   r.kind = "converted";
@@ -948,7 +1029,83 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
   Findings pf;
   if (!plan_conversion(in, mode, remap, plan, pf)) return;  // reported above
   CheckpointVerifier::plan_converted(be, o, in, out, plan, jobs);
-  run_jobs(jobs, o, r);
+  run_jobs(jobs, be, o, r);
+}
+
+// Content findings (a part's hash or source bytes differ) still leave every range valid:
+// decode anyway, so the report names the element that changed.
+bool pack_geometry_ok(const Findings& validation) {
+  return std::all_of(validation.items().begin(), validation.items().end(), [](const Finding& f) {
+    return f.severity != Severity::error || f.code == "PACK_PART_HASH" || f.code == "PACK_SOURCE_MISMATCH" ||
+           f.code == "PACK_DENSE_MISMATCH" || f.code == "PACK_A_LOG_MISMATCH";
+  });
+}
+
+// The checks of the manifest's text against experts.bin's actual size (names, alignment,
+// every blob and part inside the file and sized as its type and shape say): what bounds
+// the jobs' reads and buffers. Cheap (no payload byte is read).
+bool pack_quick_geometry_ok(const std::string& dir, const PackManifest& m) {
+  std::error_code ec;
+  const uint64_t experts_size = fs::file_size(fs::path(dir) / m.experts_name, ec);
+  if (ec) return false;
+  std::string text;
+  IoError err;
+  if (!read_input_file((fs::path(dir) / kPackManifestFile).string(), uint64_t{1} << 30, text, err)) return false;
+  Findings quick;
+  check_pack_manifest_text(text, (fs::path(dir) / kPackManifestFile).string(), experts_size, quick);
+  return !quick.has_errors();
+}
+
+// Joins a thread when the scope ends, however it ends.
+struct Joined {
+  std::thread t;
+  ~Joined() {
+    if (t.joinable()) t.join();
+  }
+};
+
+// An expert pack: validate_expert_pack first (manifest, experts.bin's geometry and part
+// hashes, dense.gguf; with the reference its SHA-256 and every part byte-equal to its
+// source slice), then every blob part decoded against its source. The validation is one
+// thread's pass over each file, so when the manifest's geometry passes the quick check
+// above it runs on a thread of its own beside the decode jobs, and the jobs' results are
+// kept only if the full validation leaves every range valid: the report (validation
+// findings first, then the jobs' in job order) is the same as when it ran first.
+void verify_pack(const std::string& path, DecodeBackend& be, const VerifyOptions& o, VerifyReport& r) {
+  r.kind = "expert-pack";
+  PackManifest m;
+  Findings mf;
+  const bool manifest_read = read_pack_manifest(path, m, mf);
+  if (!manifest_read || !pack_quick_geometry_ok(path, m)) {  // one after the other, as always
+    validate_expert_pack(path, o.reference, false, r.findings);
+    if (!pack_geometry_ok(r.findings)) return;
+    if (!manifest_read) return add_errors(mf, r.findings);
+    std::vector<Job> jobs;
+    PackPlan pack;
+    if (pack.plan(be, o, path, m, o.reference, jobs, r.findings)) run_jobs(jobs, be, o, r);
+    return;
+  }
+  Findings validation, plan_findings;
+  VerifyReport decoded;
+  decoded.backend = r.backend;
+  std::vector<Job> jobs;
+  PackPlan pack;
+  bool planned = false;
+  {
+    Joined validator{std::thread([&] { validate_expert_pack(path, o.reference, false, validation); })};
+    planned = pack.plan(be, o, path, m, o.reference, jobs, plan_findings);
+    if (planned) run_jobs(jobs, be, o, decoded);
+  }
+  r.findings.append(validation);
+  if (!pack_geometry_ok(validation)) return;
+  r.findings.append(plan_findings);
+  if (!planned) return;
+  for (auto& c : decoded.checks) r.checks.push_back(std::move(c));
+  r.findings.append(decoded.findings);
+  r.input_bytes_decoded = decoded.input_bytes_decoded;
+  r.max_rel_l2 = decoded.max_rel_l2;
+  r.jobs = decoded.jobs;
+  r.jobs_in_flight = decoded.jobs_in_flight;
 }
 
 }  // namespace
@@ -966,23 +1123,7 @@ VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const 
   SerialBackend serial(backend);
   DecodeBackend& be = backend.concurrent() ? backend : serial;
   if (is_expert_pack(path)) {
-    r.kind = "expert-pack";
-    validate_expert_pack(path, options.reference, false, r.findings);
-    PackManifest m;
-    Findings mf;
-    // Content findings (a part's hash or source bytes differ) still leave every range valid:
-    // decode anyway, so the report names the element that changed.
-    const bool geometry_ok = std::all_of(r.findings.items().begin(), r.findings.items().end(), [](const Finding& f) {
-      return f.severity != Severity::error || f.code == "PACK_PART_HASH" || f.code == "PACK_SOURCE_MISMATCH" ||
-             f.code == "PACK_DENSE_MISMATCH" || f.code == "PACK_A_LOG_MISMATCH";
-    });
-    if (geometry_ok && read_pack_manifest(path, m, mf)) {
-      std::vector<Job> jobs;
-      PackPlan pack;
-      if (pack.plan(be, options, path, m, options.reference, jobs, r.findings)) run_jobs(jobs, options, r);
-    } else if (geometry_ok) {
-      add_errors(mf, r.findings);
-    }
+    verify_pack(path, be, options, r);
   } else {
     verify_safetensors(path, be, options, r);
   }

@@ -197,6 +197,25 @@ TEST_P(GpuVerify, RepackOfQwen3nextTinyPassesAndAFlippedBlobByteFails) {
       << r.out;
 }
 
+// The pack's validation runs beside the decode jobs; when it finds the pack unusable (here
+// a reference that is not the pack's source: its SHA-256 differs), the report holds the
+// validation's findings alone, as when the validation ran first and no job ran.
+TEST_P(GpuVerify, APackWithTheWrongReferenceReportsTheValidationOnly) {
+  const std::string pack = tmp_.str("pack");
+  ASSERT_EQ(run_ckpt("repack-experts -q " + shell_quote(fixture("ggml/qwen3next-tiny.gguf")) + " " + shell_quote(pack))
+                .exit_code,
+            0);
+  auto src = test::read_file(fixture("ggml/qwen3next-tiny.gguf"));
+  src[src.size() / 2] ^= 0x10;
+  const std::string other = tmp_.str("other.gguf");
+  test::write_file(other, src);
+  auto r = verify(pack, other);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("PACK_SOURCE_SHA256"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ggml_dequant"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("VERIFY_"), std::string::npos) << r.out;
+}
+
 TEST_P(GpuVerify, GgufFileDequantizesEqually) {
   auto r = verify(fixture("ggml/qwen3next-tiny.gguf"), "");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
