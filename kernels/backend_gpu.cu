@@ -128,42 +128,6 @@ __global__ void k_decode_int8_shift(const uint32_t* tiles, uint32_t kbs, uint32_
   }
 }
 
-// One row of one 32-block per lane: the row's 16 bytes of the 128-byte tile (its four
-// lanes' words, tid 0..3) are one aligned uint4 load, so a warp's load reads 512
-// contiguous bytes (four tiles); its 32 decoded bytes (k 32kb .. 32kb+31 of row n: the lo
-// words of tid 0..3 are k 0..15, the hi words k 16..31) are two aligned uint4 stores, a
-// whole 32-byte sector per lane. Two 32-blocks per thread (kb0, kb0 + 1: one shift2 byte
-// serves both), both loads issued before either is decoded. The arithmetic is decode.h's
-// decode_int8_shift_word, as in k_decode_int8_shift.
-__global__ void __launch_bounds__(kThreads) k_decode_int8_shift_rows(const uint4* tiles, uint32_t kbs, uint32_t groups,
-                                                                     const uint8_t* shift2, uint32_t rows, uint32_t k,
-                                                                     uint4* q) {
-  for (uint32_t kb0 = 2 * blockIdx.y; kb0 < kbs; kb0 += 2 * gridDim.y) {
-    for (uint32_t n = blockIdx.x * blockDim.x + threadIdx.x; n < rows; n += gridDim.x * blockDim.x) {
-      const uint32_t ng = n >> 3;
-      const bool two = kb0 + 1 < kbs;
-      const uint4 w0 = tiles[(uint64_t(kb0) * groups + ng) * 8 + (n & 7)];
-      const uint4 w1 = two ? tiles[(uint64_t(kb0 + 1) * groups + ng) * 8 + (n & 7)] : make_uint4(0, 0, 0, 0);
-      const uint8_t sbyte = shift2[((kb0 >> 2) * groups + ng) * 8 + (n & 7)];  // kb0 even: kb0, kb0+1 share it
-      uint4* row = q + (uint64_t(n) * k + kb0 * 32) / 16;
-      {
-        const unsigned sh = (sbyte >> (2 * (kb0 & 3))) & 3u;
-        const Int8x8 a = decode_int8_shift_word(w0.x, sh), b = decode_int8_shift_word(w0.y, sh),
-                     c = decode_int8_shift_word(w0.z, sh), d = decode_int8_shift_word(w0.w, sh);
-        row[0] = make_uint4(a.lo, b.lo, c.lo, d.lo);
-        row[1] = make_uint4(a.hi, b.hi, c.hi, d.hi);
-      }
-      if (two) {
-        const unsigned sh = (sbyte >> (2 * ((kb0 + 1) & 3))) & 3u;
-        const Int8x8 a = decode_int8_shift_word(w1.x, sh), b = decode_int8_shift_word(w1.y, sh),
-                     c = decode_int8_shift_word(w1.z, sh), d = decode_int8_shift_word(w1.w, sh);
-        row[2] = make_uint4(a.lo, b.lo, c.lo, d.lo);
-        row[3] = make_uint4(a.hi, b.hi, c.hi, d.hi);
-      }
-    }
-  }
-}
-
 // One block per row: max |x| (fmaxf skips NaN), scale = max / 127 (1 for a zero row),
 // q = clamp(rne(x / scale), -127, 127); cvt.rni of NaN is 0.
 __global__ void k_quantize(const float* x, uint64_t k, int8_t* a, float* a_scale) {
@@ -362,6 +326,18 @@ __global__ void k_ggml(int32_t type, const uint8_t* blocks, uint64_t units, uint
   }
 }
 
+// A unit of a block with a NaN or infinite scale, as the CPU reference computes it
+// (decode.h X86Arith), stored straight to `o`. Out of line and writing global memory
+// itself: were the fast path's y[] passed to a non-inlined call, it would live in local
+// memory for every block, which made every block kernel 2-2.5x slower on an H200.
+template <int32_t kType>
+__device__ __noinline__ void ggml_unit_x86_to(const uint8_t* b, unsigned u, GgmlTables t, float4* o) {
+  float y[8];
+  ggml_decode_unit_as<X86Arith>(kType, b, u, y, t);
+  o[0] = make_float4(y[0], y[1], y[2], y[3]);
+  o[1] = make_float4(y[4], y[5], y[6], y[7]);
+}
+
 // The block types, specialized per type (the decode switch folds away), each thread one
 // 8-element unit written as two 16-byte stores.
 template <int32_t kType>
@@ -369,8 +345,13 @@ __global__ void k_ggml_t(const uint8_t* blocks, uint32_t units, GgmlTables table
   constexpr GgmlBlockShape s = ggml_gpu_block(kType);
   constexpr uint32_t per_block = s.elems / 8;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < units; i += gridDim.x * blockDim.x) {
+    const uint8_t* b = blocks + static_cast<uint64_t>(i / per_block) * s.bytes;
+    if (!ggml_block_scales_finite(kType, b)) {
+      ggml_unit_x86_to<kType>(b, i % per_block, tables, out + 2 * i);
+      continue;
+    }
     float y[8];
-    ggml_decode_unit(kType, blocks + static_cast<uint64_t>(i / per_block) * s.bytes, i % per_block, y, tables);
+    ggml_decode_unit_as<FiniteArith>(kType, b, i % per_block, y, tables);
     out[2 * i] = make_float4(y[0], y[1], y[2], y[3]);
     out[2 * i + 1] = make_float4(y[4], y[5], y[6], y[7]);
   }
@@ -411,6 +392,14 @@ __device__ inline uint32_t word_at(const uint32_t* words, uint32_t byte) {
   return funnel_shift_r(words[byte / 4], words[byte / 4 + 1], 8 * (byte % 4));
 }
 
+// Four Q6_K values of a block whose scale d is not finite, as the reference computes them
+// (dsc = d * sc, then dsc * (q - 32)), stored to `o`: out of line, as ggml_unit_x86_to.
+__device__ __noinline__ void q6k_x86_to(uint32_t ql, uint32_t qh, unsigned quarter, float d, int8_t sc, float4* o) {
+  float y[4];
+  q6k_values4<X86Arith>(ql, qh, quarter, X86Arith::mul(d, static_cast<float>(sc)), y);
+  *o = make_float4(y[0], y[1], y[2], y[3]);
+}
+
 __global__ void __launch_bounds__(kThreads) k_q6_k(const uint4* blocks, uint32_t nblocks, float4* out) {
   __shared__ uint4 tile[kQ6Bytes / 16];  // word_at's second word stays inside the block
   const auto* words = reinterpret_cast<const uint32_t*>(tile);
@@ -436,13 +425,14 @@ __global__ void __launch_bounds__(kThreads) k_q6_k(const uint4* blocks, uint32_t
         const uint32_t qh = word_at(words, b + 128 + 32 * half + l0);
         const uint32_t sc_at = b + 192 + 8 * half + l0 / 16 + 2 * quarter;
         const int8_t sc = static_cast<int8_t>(words[sc_at / 4] >> (8 * (sc_at % 4)));
-        float y[4];
-        if (finite) {
-          q6k_values4(ql, qh, quarter, mul_rn(d, static_cast<float>(sc)), y);
-        } else {
-          q6k_values4_x86(ql, qh, quarter, d, sc, y);  // NaN / inf scale: the reference's bits (decode.h)
+        float4* dst = out + (t * kQ6Blocks + k) * 64 + half * 32 + lane;
+        if (!finite) {
+          q6k_x86_to(ql, qh, quarter, d, sc, dst);  // NaN / inf scale: the reference's bits (decode.h)
+          continue;
         }
-        out[(t * kQ6Blocks + k) * 64 + half * 32 + lane] = make_float4(y[0], y[1], y[2], y[3]);
+        float y[4];
+        q6k_values4(ql, qh, quarter, mul_rn(d, static_cast<float>(sc)), y);
+        *dst = make_float4(y[0], y[1], y[2], y[3]);
       }
     }
   }
@@ -510,21 +500,13 @@ void launch_fp8(const uint8_t* w, uint64_t n, const Fp8Grid& g, uint64_t row_beg
   }
 }
 
-// The INT8-shift decode: k_decode_int8_shift_rows (one row per lane, 16-byte accesses);
-// `per_lane_words` selects the previous kernel (one tile word per lane), which ckpt-gpu
-// bench times beside it.
+// The INT8-shift decode (k_decode_int8_shift). A one-row-per-lane variant with 16-byte
+// loads and stores measured 0.19x of a device copy on an H200 against this kernel's 0.64
+// (docs/notes/h-gpu.md), and a warp-shuffle store transpose 0.52: both were dropped.
 void launch_decode(const uint32_t* tiles, uint64_t words, const uint8_t* shift2, uint64_t rows, uint64_t k, uint32_t* q,
-                   gpuStream_t stream = 0, bool per_lane_words = false) {
+                   gpuStream_t stream = 0) {
   const uint32_t groups = static_cast<uint32_t>((rows + 7) / 8), kbs = static_cast<uint32_t>(k / 32);
   (void)words;  // = kbs * groups * 32
-  if (!per_lane_words) {
-    const dim3 grid(static_cast<unsigned>(std::min<uint64_t>((rows + kThreads - 1) / kThreads, 1024)),
-                    std::min<unsigned>((kbs + 1) / 2, 65535));
-    k_decode_int8_shift_rows<<<grid, kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(tiles), kbs, groups, shift2,
-                                                            static_cast<uint32_t>(rows), static_cast<uint32_t>(k),
-                                                            reinterpret_cast<uint4*>(q));
-    return;
-  }
   const dim3 grid(static_cast<unsigned>(std::min<uint64_t>((uint64_t{groups} * 32 + kThreads - 1) / kThreads, 1024)),
                   std::min<unsigned>((kbs + 1) / 2, 65535));
   k_decode_int8_shift<<<grid, kThreads, 0, stream>>>(tiles, kbs, groups, shift2, static_cast<uint32_t>(rows),
@@ -1068,10 +1050,6 @@ bool run_gpu_benchmarks(int device, const GpuBenchOptions& o, std::string& repor
     launch_decode(reinterpret_cast<const uint32_t*>(in), words, aux, dn, dk, reinterpret_cast<uint32_t*>(out));
   });
   report += line("int8_shift_decode", words * 4 + dn * dk / 128, dn * dk, ms, copy_gbps);
-  ms = time_ms(o.iterations, [&] {
-    launch_decode(reinterpret_cast<const uint32_t*>(in), words, aux, dn, dk, reinterpret_cast<uint32_t*>(out), 0, true);
-  });
-  report += line("int8_shift_decode_per_lane_words", words * 4 + dn * dk / 128, dn * dk, ms, copy_gbps);
 
   // Activation quantization: f32 [M, 4096] -> int8 + one scale per row.
   const uint64_t qk = 4096, qm = in_bytes / 4 / qk;

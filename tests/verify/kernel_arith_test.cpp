@@ -147,8 +147,8 @@ TEST(KernelArith, Q6kFourValuesEqualTheReferenceFormula) {
   }
 }
 
-// The ggml MXFP4 kernels decode codes with decode_nibbles4 (the spec's E2M1 x 2): that is
-// ggml's kvalues_mxfp4 table, code for code, in every nibble position.
+// ggml's kvalues_mxfp4 table (the ggml MXFP4 kernel's) and decode_nibbles4 (the INT8-shift
+// kernels') are the same E2M1 x 2 values, code for code, in every nibble position.
 TEST(KernelArith, GgmlMxfp4TableIsTheE2m1NibbleDecode) {
   for (unsigned c = 0; c < 16; ++c) {
     EXPECT_EQ(kvalues_fp4[c], kE2m1LutX2[c]) << c;
