@@ -215,7 +215,9 @@ RandomSlabs random_slabs(std::mt19937_64& rng, uint64_t rows, uint64_t k) {
 }
 
 TEST_P(Backend, Int8ShiftDecodeEqualsTheCpuDecode) {
-  for (auto [rows, k] : {std::pair<uint64_t, uint64_t>{20, 96}, {64, 256}, {3, 32}}) {
+  // Shapes around the GPU kernel's 8-row x 16-block (512-column) staging tile: partial
+  // groups, 17 blocks (one past a tile), whole tiles, several tiles of rows.
+  for (auto [rows, k] : {std::pair<uint64_t, uint64_t>{20, 96}, {64, 256}, {3, 32}, {9, 544}, {16, 512}, {130, 1056}}) {
     RandomSlabs s = random_slabs(rng_, rows, k);
     std::vector<int8_t> want(rows * k), got(rows * k);
     ASSERT_TRUE(decode_int8_shift(s.tiles, s.shift2, s.p, want));
