@@ -24,6 +24,7 @@
 #include "numerics/ggml_dequant.h"
 #include "numerics/int8_gemm_ref.h"
 #include "numerics/int8_shift.h"
+#include "numerics/mxfp4.h"
 #include "formats/pack_manifest.h"
 #include "io/input_file.h"
 #include "repack/pack_validate.h"
@@ -229,6 +230,128 @@ uint64_t expert_job_memory(const RemapParams& p, bool reference, bool gemm, uint
   return m;
 }
 
+// ---- gpt-oss MXFP4 experts of a --experts bf16 conversion ----------------------------
+//
+// OUT's X [E, K, R] BF16 (mlp.experts.gate_up_proj [E, H, 2I], down_proj [E, I, H]) is IN's
+// X_blocks [E, R, K/32, 16] with X_scales [E, R, K/32] dequantized, then transposed:
+// out[e][c][r] = deq(blocks[e][r][c]). One job per expert: the device decodes the expert's
+// [R, K/2] + [R, K/32] rows (the DeepSeek MXFP4 layout, DecodeBackend::mxfp4_to_f32) in steps
+// of at most max_chunk_bytes(), the host rounds the f32 results to BF16 (exact: every finite
+// product is a BF16 value) and transposes them; that must equal the CPU reference (the
+// decoder convert uses, numerics/mxfp4.h dequant_mxfp4_transposed) and OUT's bytes, bit for bit.
+class GptOssExpertVerifier : public Verifier {
+ public:
+  GptOssExpertVerifier(DecodeBackend& backend, const VerifyOptions& o, Sink& r) : Verifier(backend, o, r) {}
+
+  // One expert's buffers: its blocks and scales, the device result (BF16, transposed), OUT's
+  // bytes, the CPU reference and its row-major scratch (2 bytes per element each), one f32 step.
+  static uint64_t job_memory(const PlannedTensor& pt, uint64_t chunk) {
+    const uint64_t nk = pt.rows * pt.k;
+    return nk / 2 + nk / 32 + 8 * nk + 4 * step_rows(pt, chunk) * pt.k;
+  }
+
+  // The jobs of one planned gpt-oss tensor; a layout that does not match (an OUT tensor of
+  // the right byte size but another shape) is one failing check, not a crash.
+  static void plan(DecodeBackend& be, const VerifyOptions& o, const LoadedModel& in, const LoadedModel& out,
+                   const PlannedTensor& pt, const ModelTensor& dst, std::vector<Job>& jobs) {
+    const ModelTensor& w = in.view.tensors[pt.input];
+    const ModelTensor& s = in.view.tensors[pt.scale];
+    const uint64_t experts = std::max<uint64_t>(1, pt.experts), nk = pt.rows * pt.k;
+    const bool ok = pt.rows != 0 && pt.k != 0 && pt.k % 32 == 0 && w.payload_ok && s.payload_ok &&
+                    w.nbytes == experts * nk / 2 && s.nbytes == experts * nk / 32 && dst.nbytes == experts * nk * 2 &&
+                    dst.shape.size() >= 2 && dst.shape[dst.shape.size() - 2] == pt.k && dst.shape.back() == pt.rows;
+    if (!ok) {
+      jobs.push_back({0, [&be, &o, &out, &dst](Sink& sink) {
+                        GptOssExpertVerifier v(be, o, sink);
+                        VerifyCheck& c = v.add_check("mxfp4_dequant", dst.name, "", 0);
+                        c.ok = false;
+                        sink.findings.error("VERIFY_LAYOUT", out.view.file_of(dst), dst.name, std::nullopt,
+                                            "BF16 gpt-oss expert tensor does not match its MXFP4 _blocks/_scales "
+                                            "[E, R, K/32, 16] / [E, R, K/32] (expected [E, K, R])");
+                      }});
+      return;
+    }
+    for (uint64_t e = 0; e < experts; ++e)
+      jobs.push_back({job_memory(pt, be.max_chunk_bytes()), [&be, &o, &in, &out, &pt, &w, &s, &dst, e](Sink& sink) {
+                        GptOssExpertVerifier(be, o, sink).verify_expert(in, out, pt, w, s, dst, e);
+                      }});
+  }
+
+ private:
+  static uint64_t step_rows(const PlannedTensor& pt, uint64_t chunk) {
+    const uint64_t k = std::max<uint64_t>(1, pt.k);
+    return std::clamp<uint64_t>(std::min(std::max<uint64_t>(1, chunk) / std::max<uint64_t>(1, k / 2), kStepElems / k), 1,
+                                std::max<uint64_t>(1, pt.rows));
+  }
+  static const MappedFile& file_of(const LoadedModel& m, const ModelTensor& t) { return m.checkpoint.shards[t.file].file; }
+  static uint16_t le16(const std::vector<uint8_t>& b, uint64_t i) {
+    return static_cast<uint16_t>(b[2 * i] | (b[2 * i + 1] << 8));
+  }
+
+  void verify_expert(const LoadedModel& in, const LoadedModel& out, const PlannedTensor& pt, const ModelTensor& w,
+                     const ModelTensor& s, const ModelTensor& dst, uint64_t e) {
+    const uint64_t rows = pt.rows, k = pt.k, nk = rows * k;
+    const std::string part = "expert " + std::to_string(e);
+    const std::string out_file = out.view.file_of(dst), in_file = in.view.file_of(w);
+    VerifyCheck& c = add_check("mxfp4_dequant", dst.name, part, nk);
+    std::vector<uint8_t> blocks(nk / 2), scales(nk / 32), got(2 * nk), want(2 * nk), device(2 * nk), scratch;
+    if (!read(file_of(in, w), w.offset + e * (nk / 2), blocks) || !read(file_of(in, s), s.offset + e * (nk / 32), scales) ||
+        !read(file_of(out, dst), dst.offset + e * 2 * nk, got))
+      return void(c.ok = false);
+    // The CPU reference first: input convert refuses (E8M0 0xFF, a product beyond BF16) has
+    // no converted value to compare with.
+    if (auto fault = dequant_mxfp4_transposed(blocks, scales, rows, k, e * rows, scratch, want)) {
+      c.ok = false;
+      const uint64_t i = fault->element >= e * nk ? fault->element - e * nk : 0;
+      r_.findings.error("VERIFY_INPUT", in_file, w.name, w.offset + e * (nk / 2) + i / 2,
+                        part + ": the input blocks cannot be dequantized (" + mxfp4_fault_name(fault->kind) +
+                            " at row " + std::to_string(i / k) + ", column " + std::to_string(i % k) + ")");
+      return;
+    }
+    scratch = {};
+    // The device, in steps of whole rows; each f32 result rounded to BF16 and put at [c][r].
+    const uint64_t step = step_rows(pt, chunk_bytes());
+    std::vector<float> f(step * k);
+    for (uint64_t r0 = 0; r0 < rows; r0 += step) {
+      const uint64_t n = std::min(step, rows - r0);
+      std::string error;
+      if (!be_.mxfp4_to_f32(std::span<const uint8_t>(blocks).subspan(r0 * k / 2, n * k / 2),
+                            std::span<const uint8_t>(scales).subspan(r0 * k / 32, n * k / 32), n, k,
+                            std::span<float>(f.data(), n * k), error))
+        return void(backend_failed(c, out_file, error));
+      r_.input_bytes_decoded += n * k / 2 + n * k / 32;
+      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, 16), [&](const tbb::blocked_range<uint64_t>& rr) {
+        for (uint64_t r = rr.begin(); r < rr.end(); ++r)
+          for (uint64_t col = 0; col < k; ++col) {
+            const uint16_t b = bf16_from_float_rne(f[r * k + col]);
+            const uint64_t o = 2 * (col * rows + r0 + r);
+            device[o] = static_cast<uint8_t>(b & 0xFF);
+            device[o + 1] = static_cast<uint8_t>(b >> 8);
+          }
+      });
+    }
+    // Element i of the expert's [K, R] matrix is input row i % R, column i / R.
+    auto where = [&](uint64_t i) {
+      return part + " element [" + std::to_string(i / rows) + ", " + std::to_string(i % rows) + "] of its [" +
+             std::to_string(k) + ", " + std::to_string(rows) + "] matrix (tensor element " + std::to_string(e * nk + i) +
+             "; input " + w.name + " row " + std::to_string(i % rows) + ", column " + std::to_string(i / rows) + ")";
+    };
+    auto value = [](uint16_t b) { return hex(b, 4) + " (" + fmt(bf16_value(b)) + ")"; };
+    if (auto d = first_difference<uint8_t>(device, want)) {
+      const uint64_t i = *d / 2, r = i % rows, col = i / rows;
+      mismatch(c, in_file, w.offset + e * (nk / 2) + r * (k / 2) + col / 2,
+               where(i) + ": device MXFP4 decode " + value(le16(device, i)) + " vs CPU reference " + value(le16(want, i)));
+      return;
+    }
+    if (auto d = first_difference<uint8_t>(device, got)) {
+      const uint64_t i = *d / 2;
+      mismatch(c, out_file, dst.offset + e * 2 * nk + 2 * i,
+               where(i) + ": device MXFP4 decode " + value(le16(device, i)) + " (= CPU reference) vs converted " +
+                   value(le16(got, i)));
+    }
+  }
+};
+
 class CheckpointVerifier : public Verifier {
  public:
   CheckpointVerifier(DecodeBackend& backend, const VerifyOptions& o, Sink& r) : Verifier(backend, o, r) {}
@@ -284,7 +407,9 @@ class CheckpointVerifier : public Verifier {
           }
           case TensorAction::remap_shift2:
           case TensorAction::remap_channel_scale: break;  // checked with their .mxfp4 tensor
-          case TensorAction::dequant_mxfp4_blocks: break;  // gpt-oss experts: not on the device yet (CPU: validate --reference --deep)
+          case TensorAction::dequant_mxfp4_blocks:  // gpt-oss experts: one job per expert
+            GptOssExpertVerifier::plan(be, o, in, out, pt, *dst, jobs);
+            break;
         }
       }
     }
