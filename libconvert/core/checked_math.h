@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace ckpt {
 
@@ -43,6 +44,8 @@ inline std::optional<uint64_t> checked_pad(uint64_t n, uint64_t align) {
 
 inline bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-std::string shape_to_string(std::span<const uint64_t> shape);
+// A shape for messages and reports: "[4096, 7168]" by default; reports that have always
+// written "[4096,7168]" (hash check, diff) or "4096x7168" (plan) pass their separator.
+std::string shape_to_string(std::span<const uint64_t> shape, std::string_view separator = ", ", bool brackets = true);
 
 }  // namespace ckpt

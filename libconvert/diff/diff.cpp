@@ -9,6 +9,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include "core/checked_math.h"
 #include "core/display.h"
 #include "core/build_info.h"
 #include "formats/json.h"
@@ -134,16 +135,6 @@ void set_types(TensorDiff& d, const ModelTensor& a, const ModelTensor& b) {
   d.shape_b = b.shape;
 }
 
-std::string shape_text(const std::vector<uint64_t>& s) {
-  std::string out = "[";
-  // Appended in two steps: `(c ? "," : "") + <temporary string>` trips GCC 12's -Wrestrict
-  // false positive at -O3 (GCC bug 105329).
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ",";
-    out += std::to_string(s[i]);
-  }
-  return out + "]";
-}
 
 std::string num(double v) {
   if (std::isnan(v)) return "nan";
@@ -269,14 +260,14 @@ std::string diff_report_text(const DiffReport& r) {
   for (const auto& d : r.diffs) {
     out += display_escape(d.name) + ": ";
     if (d.kind == "only_in_a") {
-      out += "only in A (" + display_escape(d.type_a) + " " + shape_text(d.shape_a) + ", " + display_escape(d.file_a) + ")\n";
+      out += "only in A (" + display_escape(d.type_a) + " " + shape_to_string(d.shape_a, ",") + ", " + display_escape(d.file_a) + ")\n";
     } else if (d.kind == "only_in_b") {
-      out += "only in B (" + display_escape(d.type_b) + " " + shape_text(d.shape_b) + ", " + display_escape(d.file_b) + ")\n";
+      out += "only in B (" + display_escape(d.type_b) + " " + shape_to_string(d.shape_b, ",") + ", " + display_escape(d.file_b) + ")\n";
     } else if (d.kind == "type" || d.kind == "shape") {
-      out += d.kind + " changed: " + display_escape(d.type_a) + " " + shape_text(d.shape_a) + " -> " + display_escape(d.type_b) + " " +
-             shape_text(d.shape_b) + "\n";
+      out += d.kind + " changed: " + display_escape(d.type_a) + " " + shape_to_string(d.shape_a, ",") + " -> " + display_escape(d.type_b) + " " +
+             shape_to_string(d.shape_b, ",") + "\n";
     } else {
-      out += "values differ (" + display_escape(d.type_a) + " " + shape_text(d.shape_a) + ", " + display_escape(d.file_a) + "): " +
+      out += "values differ (" + display_escape(d.type_a) + " " + shape_to_string(d.shape_a, ",") + ", " + display_escape(d.file_a) + "): " +
              std::to_string(d.differing_elements) + " of " + std::to_string(d.elements) +
              " elements; first at byte " + std::to_string(d.first_byte) + ", element " +
              std::to_string(d.first_element);

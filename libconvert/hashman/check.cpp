@@ -1,22 +1,12 @@
 #include "hashman/check.h"
 
+#include "core/checked_math.h"
 #include "core/display.h"
 
 #include <map>
 
 namespace ckpt {
 namespace {
-
-std::string shape_text(const std::vector<uint64_t>& s) {
-  std::string out = "[";
-  // Appended in two steps: `(c ? "," : "") + <temporary string>` trips GCC 12's -Wrestrict
-  // false positive at -O3 (GCC bug 105329).
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ",";
-    out += std::to_string(s[i]);
-  }
-  return out + "]";
-}
 
 // Every hash the expected side holds must be equal; the actual side was built with the
 // same algorithms, so an empty actual hash means it could not be computed.
@@ -33,7 +23,7 @@ CheckLine compare_tensor(const ManifestTensor& e, const ManifestTensor* a) {
   CheckLine l{e.name, true, ""};
   if (!a) return {e.name, false, "missing"};
   if (e.type != a->type) return {e.name, false, "type " + e.type + " -> " + a->type};
-  if (e.shape != a->shape) return {e.name, false, "shape " + shape_text(e.shape) + " -> " + shape_text(a->shape)};
+  if (e.shape != a->shape) return {e.name, false, "shape " + shape_to_string(e.shape, ",") + " -> " + shape_to_string(a->shape, ",")};
   if (e.bytes != a->bytes)
     return {e.name, false, "bytes " + std::to_string(e.bytes) + " -> " + std::to_string(a->bytes)};
   if (!hashes_equal(e.xxh3, a->xxh3) || !hashes_equal(e.sha256, a->sha256)) return {e.name, false, ""};

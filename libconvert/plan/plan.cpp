@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "core/checked_math.h"
 #include "formats/model_files.h"
 #include "profiles/registry.h"
 #include "model/structure_hash.h"
@@ -79,16 +80,6 @@ std::optional<ExpertName> parse_expert_name(const std::string& name) {
   return ExpertName{name.substr(0, at), std::stoull(digits), name[id_end + 2]};
 }
 
-std::string shape_text(const std::vector<uint64_t>& s) {
-  std::string t;
-  // Appended piece by piece: `(i ? "x" : "") + std::to_string(...)` trips GCC 12's
-  // -Wrestrict false positive at -O3 (GCC bug 105329, std::string::insert inlined).
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) t += 'x';
-    t += std::to_string(s[i]);
-  }
-  return t;
-}
 
 // Groups a block's per-expert MXFP4 tensors into its two fused matrices. Every expert
 // 0..E-1 must have w1, w2, w3 with consistent shapes and K a multiple of 32.
@@ -106,7 +97,7 @@ bool fuse_block(const ModelView& view, const std::string& block, const std::map<
   const ModelTensor& w2 = view.tensors[by_expert.begin()->second[1]];
   std::vector<uint64_t> want13 = w1.shape, want2 = w2.shape;
   if (want13.size() != 2 || want2.size() != 2 || want13[1] * 2 % 32 != 0 || want2[1] * 2 % 32 != 0)
-    return bad("expert weights " + shape_text(want13) + " / " + shape_text(want2) +
+    return bad("expert weights " + shape_to_string(want13, "x", false) + " / " + shape_to_string(want2, "x", false) +
                " do not hold whole 32-element groups per row (K must be a multiple of 32)");
   FusedMatrix w13{block, "w13", experts, RemapParams{2 * want13[0], want13[1] * 2, remap.headroom, remap.rounding}, {}};
   FusedMatrix down{block, "w2", experts, RemapParams{want2[0], want2[1] * 2, remap.headroom, remap.rounding}, {}};
@@ -116,8 +107,8 @@ bool fuse_block(const ModelView& view, const std::string& block, const std::map<
         return bad("expert " + std::to_string(e) + " of " + block + " has no w" + std::to_string(m + 1) + " weight");
       const auto& want = m == 1 ? want2 : want13;
       if (view.tensors[idx[m]].shape != want)
-        return bad(view.tensors[idx[m]].name + " is " + shape_text(view.tensors[idx[m]].shape) + ", expected " +
-                   shape_text(want) + " like expert 0");
+        return bad(view.tensors[idx[m]].name + " is " + shape_to_string(view.tensors[idx[m]].shape, "x", false) + ", expected " +
+                   shape_to_string(want, "x", false) + " like expert 0");
     }
     auto scale_of = [&](size_t w) { return view.by_name.at(view.tensors[w].name.substr(0, view.tensors[w].name.size() - 7) + ".scale"); };
     w13.parts.push_back({{idx[0], scale_of(idx[0])}, {idx[2], scale_of(idx[2])}});
