@@ -152,6 +152,20 @@ void write_conversion(JsonPrettyWriter& w, const ConfigRewriteInput& in) {
   w.end_object();
 }
 
+// Parses a model's JSON file whose top level must be an object; errors name the file.
+bool parse_object(std::string_view json, const char* file, JsonDoc& doc, simdjson::dom::object& root,
+                  std::string& error) {
+  if (!doc.parse(json, error)) {
+    error = std::string(file) + ": " + error;
+    return false;
+  }
+  if (doc.root().get_object().get(root)) {
+    error = std::string(file) + ": top-level value is not an object";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 const std::vector<std::string>& qw_bf16_modules() {
@@ -166,15 +180,8 @@ const std::vector<std::string>& qw_bf16_modules() {
 bool rewrite_params_json(std::string_view input_json, const ConfigRewriteInput& in, std::string& output_json,
                          std::string& error) {
   JsonDoc doc;
-  if (!doc.parse(input_json, error)) {
-    error = "params.json: " + error;
-    return false;
-  }
   simdjson::dom::object root;
-  if (doc.root().get_object().get(root)) {
-    error = "params.json: top-level value is not an object";
-    return false;
-  }
+  if (!parse_object(input_json, "params.json", doc, root, error)) return false;
   const bool keep_quant = in.output_has_fp8 || in.output_has_mxfp4_experts;
   JsonPrettyWriter w;
   bool has_conversion = false;
@@ -201,15 +208,8 @@ bool rewrite_params_json(std::string_view input_json, const ConfigRewriteInput& 
 bool rewrite_config(std::string_view input_json, const ConfigRewriteInput& in, std::string& output_json,
                     std::string& error) {
   JsonDoc doc;
-  if (!doc.parse(input_json, error)) {
-    error = "config.json: " + error;
-    return false;
-  }
   simdjson::dom::object root;
-  if (doc.root().get_object().get(root)) {
-    error = "config.json: top-level value is not an object";
-    return false;
-  }
+  if (!parse_object(input_json, "config.json", doc, root, error)) return false;
   QuantPlan plan;
   if (!plan_quant(doc.root(), in, plan, error)) {
     error = "config.json: " + error;
