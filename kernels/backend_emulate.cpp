@@ -121,14 +121,15 @@ class EmulatedBackend final : public DecodeBackend {
       const uint64_t ng = unit % groups, kb0 = (unit / groups) * kStrip;
       for (uint64_t kb = kb0; kb < std::min(blocks, kb0 + kStrip); ++kb) {
         const uint64_t tile = kb * groups + ng;
-        for (uint64_t lane = 0; lane < 32; ++lane) {
-          const uint64_t w = tile * 32 + lane, n = ng * 8 + lane / 4, tid = lane % 4;
-          if (n >= p.rows) continue;
-          const Int8x8 v =
-              decode_word_fast(table, ld32(tiles.data() + 4 * w), int8_shift_of(shift2.data(), groups, n, kb));
+        for (uint64_t n = ng * 8; n < std::min(p.rows, ng * 8 + 8); ++n) {  // lanes 4(n % 8) .. +3: row n
+          const unsigned shift = int8_shift_of(shift2.data(), groups, n, kb);
           int8_t* row = q.data() + n * p.k + kb * 32;
-          std::memcpy(row + 4 * tid, &v.lo, 4);  // little-endian: byte i of the word is element i
-          std::memcpy(row + 16 + 4 * tid, &v.hi, 4);
+          for (uint64_t tid = 0; tid < 4; ++tid) {
+            const uint64_t w = tile * 32 + (n % 8) * 4 + tid;
+            const Int8x8 v = decode_word_fast(table, ld32(tiles.data() + 4 * w), shift);
+            std::memcpy(row + 4 * tid, &v.lo, 4);  // little-endian: byte i of the word is element i
+            std::memcpy(row + 16 + 4 * tid, &v.hi, 4);
+          }
         }
       }
     });
