@@ -49,6 +49,35 @@ inline Int8x8 decode_word_fast(const NibbleTable& table, uint32_t word, unsigned
                 t[(word >> 16) & 0xFF] | (uint32_t{t[word >> 24]} << 16)};
 }
 
+// Four outputs of the INT8 GEMM: one row of a against four rows of q (q + j·k), both
+// widened to int16 (exact). dp4a (dot4_i8) adds four exact products to a wrapping int32
+// accumulator, so each output is its products' sum mod 2^32 in any order: kPart at a time
+// in uint32 (a loop the compiler vectorizes, pmaddwd, the row of a loaded once for the
+// four), the same bits as the kernel's chain of dp4a.
+template <uint64_t kPart>
+void dot4_mod32(const int16_t* a, const int16_t* q, uint64_t k, uint32_t* total) {
+  const int16_t *q0 = q, *q1 = q + k, *q2 = q + 2 * k, *q3 = q + 3 * k;
+  uint32_t t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+  for (uint64_t i = 0; i < k; i += kPart) {
+    uint32_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+    for (uint64_t j = 0; j < kPart; ++j) {
+      const int32_t av = a[i + j];
+      p0 += static_cast<uint32_t>(av * q0[i + j]);
+      p1 += static_cast<uint32_t>(av * q1[i + j]);
+      p2 += static_cast<uint32_t>(av * q2[i + j]);
+      p3 += static_cast<uint32_t>(av * q3[i + j]);
+    }
+    t0 += p0;
+    t1 += p1;
+    t2 += p2;
+    t3 += p3;
+  }
+  total[0] = t0;
+  total[1] = t1;
+  total[2] = t2;
+  total[3] = t3;
+}
+
 bool fail(std::string& error, const std::string& why) {
   error = why;
   return false;
@@ -161,31 +190,29 @@ class EmulatedBackend final : public DecodeBackend {
       return fail(error, "int8_gemm: bad arguments");
     // The kernel decodes its B fragments from the tiles (decode_int8_shift above, the same
     // words); here once for the matrix, widened to int16 with the activations (exact), so
-    // the products' loop below is the compiler's pmaddwd.
+    // the products' loop (dot4_mod32) is the compiler's pmaddwd.
     std::vector<int8_t> q(n * k);
     if (!decode_int8_shift(tiles, shift2, p, q, error)) return false;
     const std::vector<int16_t> a16(a.begin(), a.end());
     constexpr uint64_t kCols = 16;
     for_units((n + kCols - 1) / kCols, 1, [&](uint64_t block) {  // kCols columns x m rows of outputs
       const uint64_t c0 = block * kCols, cols = std::min(kCols, n - c0);
-      const std::vector<int16_t> q16(q.begin() + c0 * k, q.begin() + (c0 + cols) * k);
+      std::vector<int16_t> q16((cols + 3) / 4 * 4 * k, 0);  // whole quads of columns (zero padding)
+      std::copy(q.begin() + c0 * k, q.begin() + (c0 + cols) * k, q16.begin());
       for (uint64_t r = 0; r < m; ++r) {
-        for (uint64_t c = c0; c < c0 + cols; ++c) {  // one output per thread
-          // dp4a (dot4_i8) adds four exact products to a wrapping int32 accumulator, so the
-          // sum is the products' sum mod 2^32 in any order: 32 at a time in uint32 (a loop
-          // the compiler vectorizes), the same bits as the kernel's chain of dp4a.
-          const int16_t* ar = a16.data() + r * k;
-          const int16_t* qr = q16.data() + (c - c0) * k;
-          uint32_t total = 0;
-          for (uint64_t i = 0; i < k; i += 32) {  // k % 32 == 0 (gemm_ok)
-            uint32_t part = 0;
-            for (int j = 0; j < 32; ++j)
-              part += static_cast<uint32_t>(static_cast<int32_t>(ar[i + j]) * static_cast<int32_t>(qr[i + j]));
-            total += part;
+        for (uint64_t c4 = 0; c4 < cols; c4 += 4) {  // one output per thread, four threads at a time
+          uint32_t total[4];
+          if (k % 128 == 0) {
+            dot4_mod32<128>(a16.data() + r * k, q16.data() + c4 * k, k, total);
+          } else {
+            dot4_mod32<32>(a16.data() + r * k, q16.data() + c4 * k, k, total);  // k % 32 == 0 (gemm_ok)
           }
-          const int32_t sum = static_cast<int32_t>(total);
-          if (!acc.empty()) acc[r * n + c] = sum;
-          out[r * n + c] = f32_to_bf16_rne(mul_rn(mul_rn(static_cast<float>(sum), a_scale[r]), cs[c]));
+          for (uint64_t j = 0; j < std::min<uint64_t>(4, cols - c4); ++j) {
+            const uint64_t c = c0 + c4 + j;
+            const int32_t sum = static_cast<int32_t>(total[j]);
+            if (!acc.empty()) acc[r * n + c] = sum;
+            out[r * n + c] = f32_to_bf16_rne(mul_rn(mul_rn(static_cast<float>(sum), a_scale[r]), cs[c]));
+          }
         }
       }
     });

@@ -126,6 +126,24 @@ void for_column_blocks(uint64_t m, uint64_t n, Fn fn, std::vector<T>&... outputs
   });
 }
 
+// The original MXFP4 weight of every (scale byte b, code c): lut_x2[c] · 2^(b − 128) in
+// double, then to float (exact, subnormals included, or infinite beyond binary32); code 8
+// is −0. A table, built once: the per-element products (some subnormal) were the cost.
+struct Mxfp4ValueTable {
+  float v[256][16];
+  Mxfp4ValueTable() {
+    for (int b = 0; b < 256; ++b)
+      for (int c = 0; c < 16; ++c) {
+        const double mag = std::ldexp(std::abs(static_cast<double>(kE2m1LutX2[c])), b - 128);
+        v[b][c] = static_cast<float>((c & 8) ? -mag : mag);
+      }
+  }
+};
+const Mxfp4ValueTable& mxfp4_value_table() {
+  static const Mxfp4ValueTable table;
+  return table;
+}
+
 // The shared state of one verification and the helpers every mode uses.
 class Verifier {
  public:
@@ -637,12 +655,10 @@ class CheckpointVerifier : public Verifier {
       std::string error;
       if (!be_.mxfp4_to_f32(part.weight, part.scale, part.rows, p.k, dst, error)) return backend_failed(c, file, error);
       r_.input_bytes_decoded += part.weight.size() + part.scale.size();
+      const Mxfp4ValueTable& values = mxfp4_value_table();
       auto want_of = [&](uint64_t i) {
         const uint8_t byte = part.weight[i / 2], code = (i % 2) ? byte >> 4 : byte & 15;
-        // |lut_x2| (<= 12, 4 bits) times 2^(b - 128): exact in binary32 (subnormals too), or
-        // infinite where the value is beyond it, as the double product cast to float was.
-        const float mag = static_cast<float>(std::abs(kE2m1LutX2[code])) * ggml_e8m0_to_f32_half(part.scale[i / 32]);
-        return (code & 8) ? -mag : mag;  // code 8 is -0
+        return values.v[part.scale[i / 32]][code];
       };
       if (auto bad = first_index(dst.size(), [&](uint64_t i) { return f32_bits(want_of(i)) != f32_bits(dst[i]); })) {
         const uint64_t i = *bad;
