@@ -1,6 +1,7 @@
 // The one portability header between CUDA and HIP (and plain C++ for the host emulation).
 // Kernel sources include only this and decode.h; everything vendor-specific is spelled
-// here once: the runtime API names, the host/device qualifier, and the few intrinsics the
+// here once: the runtime API names (streams and pinned host memory included), the
+// host/device qualifier, and the few intrinsics the
 // kernels use (byte permute, int8 dot product, funnel shift, multiply-high, the paired
 // float->BF16 conversion).
 #pragma once
@@ -33,6 +34,12 @@
 #define gpuEventRecord hipEventRecord
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
+#define gpuStream_t hipStream_t
+#define gpuStreamCreateNonBlocking(s) hipStreamCreateWithFlags(s, hipStreamNonBlocking)
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuMallocHost(p, bytes) hipHostMalloc(p, bytes, hipHostMallocDefault)
+#define gpuFreeHost hipHostFree
 #elif defined(__CUDACC__)
 #include <cuda_runtime.h>
 #define CKPT_GPU_BACKEND "cuda"
@@ -59,6 +66,12 @@
 #define gpuEventRecord cudaEventRecord
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuStream_t cudaStream_t
+#define gpuStreamCreateNonBlocking(s) cudaStreamCreateWithFlags(s, cudaStreamNonBlocking)
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuMallocHost(p, bytes) cudaMallocHost(p, bytes)
+#define gpuFreeHost cudaFreeHost
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -187,6 +200,15 @@ __device__ inline float max_over_32_lanes(float v) {
   return v;
 }
 #endif
+
+// IEEE binary32 subtraction, rounded to nearest even, never fused with a neighbouring multiply.
+CKPT_HD float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;  // host and HIP builds compile with -ffp-contract=off
+#endif
+}
 
 CKPT_HD float div_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)

@@ -88,9 +88,9 @@ bool read_text(const std::string& path, std::string& text) {
 }
 
 bool rewrite_input_config(const LoadedModel& in, ConvertReport& r) {
-  if (!in.checkpoint.is_directory || !in.checkpoint.config) return true;
-  std::string text, error;
-  if (!read_text((fs::path(in.checkpoint.root) / "config.json").string(), text)) return true;
+  if (!in.checkpoint.is_directory) return true;
+  const bool config = in.checkpoint.config != nullptr;
+  if (!config && !r.plan.rewrites_params_json) return true;
   ConfigRewriteInput cri;
   cri.experts_mode = expert_mode_name(r.plan.experts);
   if (r.plan.experts == ExpertMode::bf16) cri.expert_dtype = "bf16";
@@ -108,6 +108,15 @@ bool rewrite_input_config(const LoadedModel& in, ConvertReport& r) {
                                    r.plan.output_has_mxfp4_experts && r.plan.fused.empty();
   cri.tool_version = CKPT_VERSION;
   cri.source_structure_sha256 = r.plan.source_structure_sha256;
+  std::string text, error;
+  if (r.plan.rewrites_params_json) {  // Mistral native: params.json without its quantization section
+    if (!read_text((fs::path(in.checkpoint.root) / "params.json").string(), text) ||
+        !rewrite_params_json(text, cri, r.params_json, error)) {
+      fail(r, ConvertStatus::input_error, "CFG_PARSE", "params.json", "cannot rewrite params.json: " + error);
+      return false;
+    }
+  }
+  if (!config || !read_text((fs::path(in.checkpoint.root) / "config.json").string(), text)) return true;
   if (!rewrite_config(text, cri, r.config_json, error)) {
     fail(r, ConvertStatus::input_error, "CFG_PARSE", "config.json", "cannot rewrite config.json: " + error);
     return false;
@@ -239,6 +248,7 @@ std::set<std::string> planned_files(const LoadedModel& in, const ConvertReport& 
   for (const auto& s : r.plan.shards) files.insert(s.name);
   if (writes_index(in, r.plan)) files.insert(kIndexName);
   if (!r.config_json.empty()) files.insert("config.json");
+  if (!r.params_json.empty()) files.insert("params.json");
   return files;
 }
 
@@ -257,6 +267,11 @@ bool write_index_and_config(const LoadedModel& in, const ConvertOptions& o, Conv
     fail(r, ConvertStatus::io_error, "IO_WRITE", "config.json", error);
     return false;
   }
+  if (!r.params_json.empty() &&
+      !write_file_atomic((fs::path(o.output) / "params.json").string(), r.params_json, error)) {
+    fail(r, ConvertStatus::io_error, "IO_WRITE", "params.json", error);
+    return false;
+  }
   return true;
 }
 
@@ -267,7 +282,7 @@ void finish(ConvertReport& r, std::chrono::steady_clock::time_point start) {
 
 uint64_t disk_needed(const ConvertReport& r, const std::vector<bool>& owned, const std::vector<bool>& done,
                      const ConvertOptions& o) {
-  uint64_t n = o.partition.active() ? 0 : r.plan.side_bytes + r.config_json.size() + index_json(r.plan).size();
+  uint64_t n = o.partition.active() ? 0 : r.plan.side_bytes + r.config_json.size() + r.params_json.size() + index_json(r.plan).size();
   for (size_t i = 0; i < done.size(); ++i)
     if (owned[i] && !done[i]) n += r.plan.shards[i].file_bytes;
   return n;

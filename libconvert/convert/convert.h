@@ -53,6 +53,7 @@ struct ConvertReport {
   bool dry_run = false;
   ConversionPlan plan;
   std::string config_json;  // the rewritten config.json ("" when the input has none)
+  std::string params_json;  // the rewritten params.json (Mistral native layout; "" otherwise)
   uint64_t disk_needed = 0, disk_free = 0;
   uint64_t bytes_written = 0;
   uint64_t shards_written = 0, shards_resumed = 0;

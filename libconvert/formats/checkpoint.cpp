@@ -24,7 +24,8 @@ namespace {
 // Files a Hugging Face checkpoint directory carries beside its shards.
 const char* const kSideFiles[] = {"config.json",          "generation_config.json", "tokenizer.json",
                                   "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                                  "vocab.json",           "merges.txt"};
+                                  "vocab.json",           "merges.txt",
+                                  "hf_quant_config.json", "params.json"};
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -178,6 +179,7 @@ namespace {
 
 struct ShardNumber {
   unsigned index = 0, count = 0;
+  std::string prefix;  // "model-" or "consolidated-"
 };
 
 // Five decimal digits at s[at, at + 5).
@@ -190,31 +192,37 @@ std::optional<unsigned> five_digits(const std::string& s, size_t at) {
   return v;
 }
 
-// "model-%05d-of-%05d.safetensors" (huggingface_hub's shard naming).
+// "model-%05d-of-%05d.safetensors" (huggingface_hub's shard naming), or Mistral's native
+// "consolidated-%05d-of-%05d.safetensors" (params.json layout).
 std::optional<ShardNumber> parse_shard_name(const std::string& name) {
-  static const std::string prefix = "model-", middle = "-of-", suffix = ".safetensors";
-  if (name.size() != prefix.size() + 5 + middle.size() + 5 + suffix.size()) return std::nullopt;
-  if (name.compare(0, prefix.size(), prefix) != 0 || name.compare(11, middle.size(), middle) != 0 ||
-      !ends_with(name, suffix))
-    return std::nullopt;
-  auto index = five_digits(name, 6), count = five_digits(name, 15);
-  if (!index || !count) return std::nullopt;
-  return ShardNumber{*index, *count};
+  static const std::string middle = "-of-", suffix = ".safetensors";
+  for (const std::string prefix : {"model-", "consolidated-"}) {
+    const size_t p = prefix.size();
+    if (name.size() != p + 5 + middle.size() + 5 + suffix.size()) continue;
+    if (name.compare(0, p, prefix) != 0 || name.compare(p + 5, middle.size(), middle) != 0 || !ends_with(name, suffix))
+      continue;
+    auto index = five_digits(name, p), count = five_digits(name, p + 9);
+    if (!index || !count) return std::nullopt;
+    return ShardNumber{*index, *count, prefix};
+  }
+  return std::nullopt;
 }
 
 // model-%05d-of-%05d.safetensors: one N everywhere, every i in 1..N present.
 void check_shard_names(const std::vector<std::string>& names, Findings& f) {
   std::set<unsigned> counts;
   std::set<unsigned> present;
+  std::string prefix;
   for (const auto& n : names) {
     auto num = parse_shard_name(n);
     if (!num) {
-      if (names.size() > 1 && n != "model.safetensors")
+      if (names.size() > 1 && n != "model.safetensors" && n != "consolidated.safetensors")
         f.warning("SHARD_NAME_PATTERN", n, "", std::nullopt,
                   "shard name '" + n + "' does not follow model-%05d-of-%05d.safetensors");
       continue;
     }
     counts.insert(num->count);
+    if (prefix.empty()) prefix = num->prefix;
     if (num->index == 0 || num->index > num->count)
       f.error("SHARD_NAME_PATTERN", n, "", std::nullopt,
               "shard number " + std::to_string(num->index) + " is outside 1.." + std::to_string(num->count));
@@ -231,7 +239,7 @@ void check_shard_names(const std::vector<std::string>& names, Findings& f) {
     for (unsigned i = 1; i <= n; ++i)
       if (!present.count(i)) {
         char buf[64];
-        snprintf(buf, sizeof buf, "model-%05u-of-%05u.safetensors", i, n);
+        snprintf(buf, sizeof buf, "%s%05u-of-%05u.safetensors", prefix.c_str(), i, n);
         f.error("SHARD_SET_INCOMPLETE", buf, "", std::nullopt,
                 std::string("shard ") + buf + " of the set is missing");
       }
@@ -340,6 +348,8 @@ void load_config(const fs::path& dir, Checkpoint& out, Findings& f) {
   if (!listed && fs::symlink_status(p, ec).type() != fs::file_type::not_found && !ec)
     return;  // there, but refused by the listing (a link leading outside, a FIFO): reported
   if (!listed) {
+    // Mistral's native layout: params.json takes config.json's place (read with the side files).
+    if (std::find(out.side_files.begin(), out.side_files.end(), "params.json") != out.side_files.end()) return;
     f.warning("CFG_MISSING", "config.json", "", std::nullopt,
               "no config.json: model-specific checks (profiles) cannot read the architecture");
     return;
@@ -355,16 +365,30 @@ void load_config(const fs::path& dir, Checkpoint& out, Findings& f) {
   out.config = std::move(doc);
 }
 
-// Tokenizer and generation files must at least be valid JSON.
-void check_side_json(const fs::path& dir, const Checkpoint& out, Findings& f) {
+// Tokenizer and generation files must at least be valid JSON; the quantization side configs
+// (kQuantSideConfigs) are kept, parsed (nullptr when unreadable or not a JSON object).
+void check_side_json(const fs::path& dir, Checkpoint& out, Findings& f) {
+  std::vector<std::pair<std::string, std::unique_ptr<JsonDoc>>> configs;
   for (const auto& name : out.side_files) {
     if (name == "config.json" || !ends_with(name, ".json")) continue;
+    const bool quant_side = std::find_if(std::begin(kQuantSideConfigs), std::end(kQuantSideConfigs),
+                                         [&](const char* n) { return name == n; }) != std::end(kQuantSideConfigs);
     std::string text, error;
-    if (!read_small_file((dir / name).string(), name, kMaxSideJsonBytes, text, f)) continue;
-    JsonDoc doc;
-    if (!doc.parse(text, error))
+    auto doc = std::make_unique<JsonDoc>();
+    const bool read = read_small_file((dir / name).string(), name, kMaxSideJsonBytes, text, f);
+    if (read && !doc->parse(text, error)) {
       f.error("SIDE_FILE_JSON", name, "", std::nullopt, name + " is not valid JSON: " + error);
+      doc.reset();
+    } else if (read && quant_side && !doc->root().is_object()) {
+      f.error("SIDE_FILE_JSON", name, "", std::nullopt, name + " is not a JSON object");
+      doc.reset();
+    }
+    if (!read) doc.reset();
+    if (quant_side) configs.emplace_back(name, std::move(doc));
   }
+  for (const char* want : kQuantSideConfigs)
+    for (auto& c : configs)
+      if (c.first == want) out.side_configs.push_back(std::move(c));
 }
 
 void read_headers(std::vector<Shard>& shards, const StReadOptions& options, Findings& f) {

@@ -23,6 +23,12 @@ inline constexpr const char* kIndexName = "model.safetensors.index.json";
 inline constexpr uint64_t kMaxIndexBytes = 512ull << 20;   // 0731's index is 5.6 MB
 inline constexpr uint64_t kMaxSideJsonBytes = 256ull << 20; // config, tokenizer, ...
 
+// Side files that may describe the checkpoint's quantization instead of (or beside)
+// config.json's quantization_config: NVIDIA ModelOpt's hf_quant_config.json and Mistral's
+// native params.json. Opened like config.json (the listing's rules, kMaxSideJsonBytes, the
+// JSON depth limit) and kept parsed for model/quant_scheme.h.
+inline constexpr const char* kQuantSideConfigs[] = {"hf_quant_config.json", "params.json"};
+
 struct Shard {
   std::string name;  // file name inside the checkpoint directory (display name)
   std::string path;  // path to open
@@ -45,6 +51,9 @@ struct Checkpoint {
   CheckpointIndex index;
   std::unique_ptr<JsonDoc> config;      // config.json, when present and valid
   std::vector<std::string> side_files;  // other files found (tokenizer, generation config, ...)
+  // The kQuantSideConfigs files the directory lists, in that order: the parsed document, or
+  // nullptr when it could not be read or parsed (reported as a finding).
+  std::vector<std::pair<std::string, std::unique_ptr<JsonDoc>>> side_configs;
 };
 
 // Opens a checkpoint directory or a single .safetensors file and reads every

@@ -121,6 +121,12 @@ class PairingCheck {
       return;
     }
     claim(t, *scale);
+    // The config says this module is not quantized, the tensors say it is: which one is
+    // wrong is not for us to guess.
+    if (!base.empty() && module_excluded(s_, base))
+      f_.error("QUANT_EXCLUDED_MODULE", file(t), t.name, t.offset,
+               "F8_E4M3 weight with scale " + scale->name + " in a module that " + s_.exclusion_source +
+                   " lists as not quantized; the config and the tensors disagree");
     Fp8Pair pair;
     pair.weight = index_of(t);
     pair.scale = index_of(*scale);

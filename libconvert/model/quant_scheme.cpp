@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "formats/checkpoint.h"
 #include "formats/json.h"
 #include "model/quant_config.h"
 
@@ -51,6 +52,39 @@ struct Profile {
   std::string rule_key, block_key;
   std::vector<std::pair<std::string, ScaleShape>> rules;
   std::string e8m0_key, e8m0_equals;
+  // A side file the profile is also (or only) read from: its detect rule (paths in that
+  // file) and how the config.json paths the profile uses map into it.
+  struct Side {
+    std::string file;
+    std::vector<Cond> detect;
+    std::vector<std::pair<std::string, std::string>> keys;  // config.json path -> side file path
+    bool quant_only = false;  // the file describes only the quantization (not copied once gone)
+  };
+  std::optional<Side> side;
+};
+
+// Where a profile's config paths are read: config.json itself, or a side file through the
+// profile's key map (a path the map does not name is absent there).
+struct Source {
+  simdjson::dom::element root;
+  const std::vector<std::pair<std::string, std::string>>* keys = nullptr;
+  std::string file = "config.json";
+
+  std::optional<simdjson::dom::element> get(std::string_view path) const;
+  std::optional<std::string> get_string(std::string_view path) const {
+    auto v = get(path);
+    std::string_view s;
+    if (!v || v->get_string().get(s)) return std::nullopt;
+    return std::string(s);
+  }
+  // How a path is named in messages: "quantization_config.quant_algo" in config.json,
+  // "hf_quant_config.json quantization.quant_algo" in a side file.
+  std::string name(std::string_view path) const {
+    if (!keys) return std::string(path);
+    for (const auto& [from, to] : *keys)
+      if (from == path) return file + " " + to;
+    return file + " " + std::string(path);
+  }
 };
 
 std::optional<ScaleShape> shape_from_name(std::string_view s) {
@@ -76,6 +110,21 @@ std::vector<std::string> strings(simdjson::dom::element e, std::string_view key)
   return out;
 }
 
+std::vector<Profile::Cond> parse_detect(simdjson::dom::element root) {
+  std::vector<Profile::Cond> out;
+  if (auto detect = json_get(root, "detect")) {
+    simdjson::dom::array arr;
+    if (!detect->get_array().get(arr))
+      for (auto c : arr) {
+        Profile::Cond cond{str(c, "key"), str(c, "equals"), str(c, "not_equals"), std::nullopt};
+        bool b = false;
+        if (auto nn = json_get(c, "non_null"); nn && !nn->get_bool().get(b)) cond.non_null = b;
+        out.push_back(cond);
+      }
+  }
+  return out;
+}
+
 Profile parse_profile(const EmbeddedQuantProfile& p) {
   Profile out;
   out.name = p.name;
@@ -85,15 +134,22 @@ Profile parse_profile(const EmbeddedQuantProfile& p) {
   const auto root = doc.root();
   out.scheme.profile = str(root, "name");
   out.priority = json_int(root, "priority").value_or(0);
-  if (auto detect = json_get(root, "detect")) {
-    simdjson::dom::array arr;
-    if (!detect->get_array().get(arr))
-      for (auto c : arr) {
-        Profile::Cond cond{str(c, "key"), str(c, "equals"), str(c, "not_equals"), std::nullopt};
-        bool b = false;
-        if (auto nn = json_get(c, "non_null"); nn && !nn->get_bool().get(b)) cond.non_null = b;
-        out.detect.push_back(cond);
-      }
+  out.detect = parse_detect(root);
+  if (auto side = json_get(root, "side_config")) {
+    Profile::Side sc;
+    sc.file = str(*side, "file");
+    sc.detect = parse_detect(*side);
+    bool b = false;
+    if (auto q = json_get(*side, "quant_only"); q && !q->get_bool().get(b)) sc.quant_only = b;
+    if (auto keys = json_get(*side, "keys")) {
+      simdjson::dom::object obj;
+      if (!keys->get_object().get(obj))
+        for (auto m : obj) {
+          std::string_view v;
+          if (!m.value.get_string().get(v)) sc.keys.emplace_back(std::string(m.key), std::string(v));
+        }
+    }
+    if (!sc.file.empty()) out.side = std::move(sc);
   }
   if (auto w = json_get(root, "weight")) {
     out.scheme.weight_suffix = str(*w, "suffix");
@@ -145,9 +201,16 @@ const std::vector<Profile>& profiles() {
   return kProfiles;
 }
 
-bool matches(const Profile& p, simdjson::dom::element root) {
-  if (p.detect.empty()) return false;
-  for (const auto& c : p.detect) {
+std::optional<simdjson::dom::element> Source::get(std::string_view path) const {
+  if (!keys) return get_path(root, path);
+  for (const auto& [from, to] : *keys)
+    if (from == path) return get_path(root, to);
+  return std::nullopt;
+}
+
+bool conditions_hold(const std::vector<Profile::Cond>& detect, simdjson::dom::element root) {
+  if (detect.empty()) return false;
+  for (const auto& c : detect) {
     auto v = get_path(root, c.key);
     if (c.non_null) {
       const bool present = v && !v->is_null();
@@ -159,10 +222,12 @@ bool matches(const Profile& p, simdjson::dom::element root) {
   return true;
 }
 
+bool matches(const Profile& p, simdjson::dom::element root) { return conditions_hold(p.detect, root); }
+
 // [rows, cols] from `key`: two positive integers, or absent (then 128 x 128).
-bool read_block(simdjson::dom::element root, const std::string& key, QuantScheme& s, std::string& error) {
+bool read_block(const Source& src, const std::string& key, QuantScheme& s, std::string& error) {
   if (key.empty()) return true;
-  auto v = get_path(root, key);
+  auto v = src.get(key);
   if (!v || v->is_null()) return true;
   simdjson::dom::array arr;
   std::vector<int64_t> dims;
@@ -176,7 +241,7 @@ bool read_block(simdjson::dom::element root, const std::string& key, QuantScheme
       dims.push_back(x);
     }
   if (dims.size() != 2 || dims[0] < 1 || dims[1] < 1 || dims[0] > kMaxWeightBlock || dims[1] > kMaxWeightBlock) {
-    error = key + " is " + json_to_string(*v) + "; it must be two positive integers [rows, cols] (e.g. [128, 128])";
+    error = src.name(key) + " is " + json_to_string(*v) + "; it must be two positive integers [rows, cols] (e.g. [128, 128])";
     return false;
   }
   s.block_rows = static_cast<uint64_t>(dims[0]);
@@ -185,12 +250,13 @@ bool read_block(simdjson::dom::element root, const std::string& key, QuantScheme
   return true;
 }
 
-bool resolve(const Profile& p, simdjson::dom::element root, QuantScheme& s, std::string& error) {
+bool resolve(const Profile& p, const Source& src, QuantScheme& s, std::string& error) {
   s = p.scheme;
-  s.quant_method = get_string(root, "quantization_config.quant_method").value_or("");
-  if (!p.e8m0_key.empty()) s.e8m0_declared = get_string(root, p.e8m0_key) == p.e8m0_equals;
+  s.config_file = src.file;
+  s.quant_method = src.get_string("quantization_config.quant_method").value_or("");
+  if (!p.e8m0_key.empty()) s.e8m0_declared = src.get_string(p.e8m0_key) == p.e8m0_equals;
   if (!p.rule_key.empty()) {
-    auto v = get_string(root, p.rule_key);
+    auto v = src.get_string(p.rule_key);
     bool found = false;
     for (const auto& [name, shape] : p.rules)
       if (v == name) {
@@ -200,14 +266,16 @@ bool resolve(const Profile& p, simdjson::dom::element root, QuantScheme& s, std:
     if (!found) {
       std::string known;
       for (const auto& r : p.rules) known += (known.empty() ? "" : ", ") + r.first;
-      error = "quantization profile " + s.profile + ": " + p.rule_key + " is " +
-              (v ? "\"" + *v + "\"" : std::string("absent")) + "; known: " + known;
+      error = "quantization profile " + s.profile + ": " + src.name(p.rule_key) + " is " +
+              (v ? "\"" + *v + "\"" : std::string("absent")) + "; known: " + known +
+              "; refusing to guess how its scales are stored";
       return false;
     }
   }
-  if (!read_block(root, p.block_key, s, error)) return false;
+  if (!read_block(src, p.block_key, s, error)) return false;
+  if (!s.exclusion_key.empty()) s.exclusion_source = src.name(s.exclusion_key);
   if (!s.exclusion_key.empty())
-    if (auto v = get_path(root, s.exclusion_key)) {
+    if (auto v = src.get(s.exclusion_key)) {
       simdjson::dom::array arr;
       if (!v->get_array().get(arr))
         for (auto item : arr) {
@@ -218,7 +286,141 @@ bool resolve(const Profile& p, simdjson::dom::element root, QuantScheme& s, std:
   return true;
 }
 
+// What a side file says, for a refusal: the values of the keys the profiles reading that file
+// detect on ("producer.name is \"x\""), or the file's marker section.
+std::string describe_side(const std::string& file, simdjson::dom::element root) {
+  std::string out;
+  for (const auto& p : profiles()) {
+    if (!p.side || p.side->file != file) continue;
+    for (const auto& c : p.side->detect) {
+      if (out.find(c.key + " is ") != std::string::npos) continue;
+      auto v = get_path(root, c.key);
+      out += (out.empty() ? "" : ", ") + c.key + " is " + (v ? json_to_string(*v) : std::string("absent"));
+    }
+  }
+  return out.empty() ? "its content" : out;
+}
+
+// params.json is a quantization description only when it has this section; hf_quant_config.json always is.
+const char* side_marker(const std::string& file) { return file == "params.json" ? "quantization" : ""; }
+
 }  // namespace
+
+QuantConfigInputs quant_config_inputs(const Checkpoint& ck) {
+  QuantConfigInputs in;
+  in.config = ck.config.get();
+  for (const auto& [file, doc] : ck.side_configs) in.side.push_back(QuantSideConfig{file, doc.get()});
+  return in;
+}
+
+bool detect_quant_scheme(const Checkpoint& ck, QuantScheme& out, QuantDetectError& error) {
+  return detect_quant_scheme(quant_config_inputs(ck), out, error);
+}
+
+bool detect_quant_scheme(const QuantConfigInputs& in, QuantScheme& out, QuantDetectError& err) {
+  err = QuantDetectError{};
+  if (!detect_quant_scheme(in.config, out, err.message)) return false;
+  const bool config_quantized = in.config && json_get(in.config->root(), "quantization_config").has_value();
+  std::string chosen_by;  // the side file whose profile was taken
+  auto fail = [&err](const char* code, std::string file, std::string message) {
+    err.code = code;
+    err.file = std::move(file);
+    err.message = std::move(message);
+    return false;
+  };
+  for (const auto& sc : in.side) {
+    if (!sc.doc)
+      return fail("QUANT_CONFIG_UNREADABLE", sc.file,
+                  sc.file + " is present but could not be read (see the other findings); refusing to guess "
+                            "whether and how the checkpoint is quantized");
+    const auto root = sc.doc->root();
+    const std::string marker = side_marker(sc.file);
+    if (!marker.empty() && !get_path(root, marker)) continue;  // params.json of an unquantized model
+    const Profile* match = nullptr;
+    for (const auto& p : profiles())
+      if (p.side && p.side->file == sc.file && conditions_hold(p.side->detect, root)) {
+        match = &p;
+        break;
+      }
+    if (!match) {
+      std::string what = marker.empty() ? describe_side(sc.file, root)
+                                        : marker + " is " + json_to_string(*get_path(root, marker));
+      return fail("QUANT_PROFILE_UNKNOWN", sc.file,
+                  sc.file + ": " + what + ", which no quantization profile describes; refusing to guess how its "
+                                          "scales are stored");
+    }
+    QuantScheme side;
+    if (!resolve(*match, Source{root, &match->side->keys, sc.file}, side, err.message))
+      return fail("QUANT_PROFILE_UNKNOWN", sc.file, err.message);
+    if (match->side->quant_only) side.quant_only_files.push_back(sc.file);
+    if (!chosen_by.empty())
+      return fail("QUANT_CONFIG_CONFLICT", chosen_by + " and " + sc.file,
+                  chosen_by + " and " + sc.file + " both describe the quantization; refusing to guess which applies");
+    if (config_quantized) {
+      const std::string both = "config.json and " + sc.file;
+      if (out.profile != side.profile)
+        return fail("QUANT_CONFIG_CONFLICT", both,
+                    "config.json quantization_config selects " +
+                        (out.profile.empty() ? std::string("no quantization profile") : "profile " + out.profile) +
+                        " but " + sc.file + " selects " + side.profile +
+                        "; the two files disagree on how the checkpoint is quantized");
+      // Both state it: every value the profile reads must be the same in both (one file
+      // silent about a value is no disagreement).
+      for (const auto& [from, to] : match->side->keys) {
+        auto a = get_path(in.config->root(), from);
+        auto b = get_path(root, to);
+        if (!a || !b || json_to_string(*a) == json_to_string(*b)) continue;
+        return fail("QUANT_CONFIG_CONFLICT", both,
+                    "config.json " + from + " is " + json_to_string(*a) + " but " + sc.file + " " + to + " is " +
+                        json_to_string(*b) + "; the two files disagree on how the checkpoint is quantized");
+      }
+      side.quant_method = out.quant_method;
+      side.config_file = both;
+    }
+    out = std::move(side);
+    chosen_by = sc.file;
+  }
+  return true;
+}
+
+namespace {
+
+bool glob_match(std::string_view pat, std::string_view s) {
+  size_t p = 0, i = 0, star = std::string_view::npos, mark = 0;
+  while (i < s.size()) {
+    if (p < pat.size() && (pat[p] == '?' || pat[p] == s[i])) {
+      ++p;
+      ++i;
+    } else if (p < pat.size() && pat[p] == '*') {
+      star = p++;
+      mark = i;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      i = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pat.size() && pat[p] == '*') ++p;
+  return p == pat.size();
+}
+
+}  // namespace
+
+bool module_excluded(const QuantScheme& s, std::string_view name) {
+  for (const std::string& e : s.excluded) {
+    if (e.empty() || e.starts_with("re:")) continue;
+    if (e.find_first_of("*?") != std::string::npos) {
+      if (glob_match(e, name)) return true;
+      continue;
+    }
+    for (size_t at = name.find(e); at != std::string_view::npos; at = name.find(e, at + 1)) {
+      const size_t end = at + e.size();
+      if ((at == 0 || name[at - 1] == '.') && (end == name.size() || name[end] == '.')) return true;
+    }
+  }
+  return false;
+}
 
 const char* scale_shape_name(ScaleShape s) {
   switch (s) {
@@ -251,7 +453,7 @@ bool detect_quant_scheme(const JsonDoc* config, QuantScheme& out, std::string& e
   const auto root = config->root();
   // DeepSeek-V4 is recognised by its model type (its checks own its quantization_config).
   for (const auto& p : profiles())
-    if (matches(p, root)) return resolve(p, root, out, error);
+    if (matches(p, root)) return resolve(p, Source{root}, out, error);
   auto qc = json_get(root, "quantization_config");
   if (!qc) return true;
   auto method = json_get(*qc, "quant_method");

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -51,6 +52,33 @@ struct QuantScheme {
   std::vector<std::string> dropped;  // ".input_scale", ".activation_scale"
   std::string exclusion_key;         // "quantization_config.modules_to_not_convert"
   std::vector<std::string> excluded; // that list's entries, as written
+  std::string exclusion_source;      // where that list was read, for messages ("hf_quant_config.json quantization.exclude_modules")
+  // The file(s) the profile was read from: "config.json", "hf_quant_config.json" (ModelOpt),
+  // "params.json" (Mistral native), or "config.json and hf_quant_config.json" (both, agreeing).
+  std::string config_file = "config.json";
+  // Side files that only describe the quantization (hf_quant_config.json): a dequantized
+  // output does not carry them (convert leaves them out), since their quantization is gone.
+  std::vector<std::string> quant_only_files;
+};
+
+// The configuration files of a checkpoint directory that may describe its quantization:
+// config.json, and the side files some producers write instead of (or beside) its
+// quantization_config: hf_quant_config.json (NVIDIA ModelOpt), params.json (Mistral's native
+// layout). A side file that is present but could not be read or parsed has doc == nullptr
+// (the loader reported why); detection then refuses rather than treat it as unquantized.
+struct QuantSideConfig {
+  std::string file;
+  const JsonDoc* doc = nullptr;
+};
+struct QuantConfigInputs {
+  const JsonDoc* config = nullptr;  // config.json; may be null
+  std::vector<QuantSideConfig> side;
+};
+
+struct QuantDetectError {
+  std::string code = "QUANT_PROFILE_UNKNOWN";  // or QUANT_CONFIG_CONFLICT, QUANT_CONFIG_UNREADABLE
+  std::string file = "config.json";            // the file (or "config.json and hf_quant_config.json")
+  std::string message;
 };
 
 // The legacy rules when no quantization profile applies (no config, or no quant_method):
@@ -62,6 +90,32 @@ QuantScheme legacy_quant_scheme();
 // strategy, quant_algo) that no profile describes, or a value the profile needs is malformed.
 // A config without quantization_config, or one without quant_method, gives the legacy scheme.
 bool detect_quant_scheme(const JsonDoc* config, QuantScheme& out, std::string& error);
+
+// The same over every configuration file of the directory. A side file (hf_quant_config.json,
+// params.json) selects the profile whose `side_config` reads it (ModelOpt's producer.name
+// "modelopt", params.json's quantization section); its values are read through the profile's
+// key map, so an hf_quant_config.json's quantization.exclude_modules is the exclusion list as
+// config.json's quantization_config.exclude_modules is. Refusals (false, `error` set):
+//   QUANT_PROFILE_UNKNOWN   a value no profile describes (quant_algo NVFP4, an unknown
+//                           producer, a params.json quantization section of another format),
+//                           naming the file and the value;
+//   QUANT_CONFIG_CONFLICT   config.json's quantization_config and the side file disagree (another
+//                           profile, or a mapped value that differs), naming both files;
+//   QUANT_CONFIG_UNREADABLE a side file present but unreadable.
+bool detect_quant_scheme(const QuantConfigInputs& in, QuantScheme& out, QuantDetectError& error);
+
+// The inputs of an opened checkpoint (its config.json and the side files it lists).
+struct Checkpoint;
+QuantConfigInputs quant_config_inputs(const Checkpoint& ck);
+bool detect_quant_scheme(const Checkpoint& ck, QuantScheme& out, QuantDetectError& error);
+
+// True when module `name` (a weight's name without its suffix) is one the exclusion list
+// leaves unquantized: an entry with '*' (any run of characters, dots included: ModelOpt's
+// fnmatch patterns) or '?' matches the whole name; any other entry matches whole dotted
+// components ("lm_head" matches "lm_head" and "model.lm_head", "mlp.gate" matches
+// "model.layers.0.mlp.gate" but not "...mlp.gate_proj"). "re:" entries (compressed-tensors
+// regexes) are not evaluated.
+bool module_excluded(const QuantScheme& s, std::string_view name);
 
 // Names of every embedded quantization profile, sorted.
 std::vector<std::string> quant_profile_names();

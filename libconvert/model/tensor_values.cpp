@@ -196,11 +196,11 @@ bool Dumper::fp8() {
   po.allow_bare_fp8_names = true;
   if (const JsonDoc* cfg = m_.checkpoint.config.get()) {
     const WeightBlockSize wbs = read_weight_block_size(cfg->root());
-    std::string error;
-    const bool known = detect_quant_scheme(cfg, po.scheme, error);
+    QuantDetectError error;
+    const bool known = detect_quant_scheme(m_.checkpoint, po.scheme, error);
     if (wbs.status == WeightBlockSize::invalid && !(known && quant_scheme_ignores_null_block(po.scheme, wbs)))
       return fail(DumpError::bad_value, "config.json: " + weight_block_size_problem(wbs));
-    if (!known) return fail(DumpError::unsupported, "config.json: " + error);
+    if (!known) return fail(DumpError::unsupported, error.file + ": " + error.message);
     if (po.scheme.block_given) {
       po.block_rows = po.scheme.block_rows;
       po.block_cols = po.scheme.block_cols;

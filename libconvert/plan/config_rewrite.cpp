@@ -163,6 +163,41 @@ const std::vector<std::string>& qw_bf16_modules() {
   return kModules;
 }
 
+bool rewrite_params_json(std::string_view input_json, const ConfigRewriteInput& in, std::string& output_json,
+                         std::string& error) {
+  JsonDoc doc;
+  if (!doc.parse(input_json, error)) {
+    error = "params.json: " + error;
+    return false;
+  }
+  simdjson::dom::object root;
+  if (doc.root().get_object().get(root)) {
+    error = "params.json: top-level value is not an object";
+    return false;
+  }
+  const bool keep_quant = in.output_has_fp8 || in.output_has_mxfp4_experts;
+  JsonPrettyWriter w;
+  bool has_conversion = false;
+  w.begin_object();
+  for (auto member : root) {
+    if (member.key == "quantization" && !keep_quant) continue;
+    w.key(member.key);
+    if (member.key == "ckptkit_conversion") {
+      has_conversion = true;
+      write_conversion(w, in);
+    } else {
+      w.element(member.value);
+    }
+  }
+  if (!has_conversion) {
+    w.key("ckptkit_conversion");
+    write_conversion(w, in);
+  }
+  w.end_object();
+  output_json = w.text() + "\n";
+  return true;
+}
+
 bool rewrite_config(std::string_view input_json, const ConfigRewriteInput& in, std::string& output_json,
                     std::string& error) {
   JsonDoc doc;

@@ -30,6 +30,13 @@ struct ConfigRewriteInput {
   bool keep_quant_config_verbatim = false;
 };
 
+// Mistral's native params.json of a dequantized checkpoint: the same text with its
+// "quantization" section removed (no FP8 is left) and ckptkit_conversion recorded as in
+// config.json (replaced in place on a re-run). Indent 2, input key order. False with `error`
+// when the input is not a JSON object.
+bool rewrite_params_json(std::string_view input_json, const ConfigRewriteInput& in, std::string& output_json,
+                         std::string& error);
+
 // SGLang module names QW lists in ignored_layers / modules_to_not_convert, in its order.
 const std::vector<std::string>& qw_bf16_modules();
 

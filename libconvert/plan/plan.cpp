@@ -35,9 +35,19 @@ bool list_side_files(const Checkpoint& ck, ConversionPlan& plan, Findings& findi
   if (!ck.is_directory) return true;
   std::vector<ModelFile> files;
   const bool ok = list_model_files(ck.root, files, findings);
+  const auto& quant_only = plan.pairing.scheme.quant_only_files;
+  // Every FP8 weight is dequantized (convert never writes FP8 under a quantization profile):
+  // a file describing only that quantization would tell loaders to expect FP8 that is gone.
+  const bool dequantized = !plan.output_has_fp8 && !plan.quant_profile.empty();
+  plan.rewrites_params_json = dequantized && plan.pairing.scheme.config_file == "params.json";
   for (const auto& mf : files) {
     const std::string& rel = mf.name;
     if (rel == kIndexName || rel == "config.json" || rel.ends_with(".safetensors")) continue;
+    if (rel == "params.json" && plan.rewrites_params_json) continue;  // rewritten by convert
+    if (dequantized && std::find(quant_only.begin(), quant_only.end(), rel) != quant_only.end()) {
+      plan.dropped_side_files.push_back(rel);
+      continue;
+    }
     plan.side_files.push_back(rel);
     plan.side_bytes += mf.size;
   }
@@ -336,8 +346,8 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
     plan.shards.emplace_back();
     if (!plan_shard(in, plan, file, fate, dropped, plan.shards.back(), findings)) return false;
   }
+  add_totals(in.view, plan);  // before the side files: output_has_fp8 decides hf_quant_config.json's fate
   if (!list_side_files(in.checkpoint, plan, findings)) return false;
-  add_totals(in.view, plan);
   plan.source_structure_sha256 = structure_hash_of(in.view);
   return true;
 }

@@ -96,6 +96,11 @@ struct ConversionPlan {
   uint64_t dropped_activation_scales = 0;
   std::vector<PlannedShard> shards;
   std::vector<std::string> side_files;  // relative paths of non-tensor files to copy
+  // Side files not copied because the output no longer has their quantization
+  // (hf_quant_config.json of a dequantized ModelOpt checkpoint: QuantScheme::quant_only_files).
+  std::vector<std::string> dropped_side_files;
+  // Mistral native layout: params.json holds the quantization and is rewritten (not copied).
+  bool rewrites_params_json = false;
   uint64_t side_bytes = 0;
   std::vector<std::string> extra_bf16_modules;  // main_proj / e_proj / h_proj when present
   bool output_has_fp8 = false;

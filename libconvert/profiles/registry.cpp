@@ -53,15 +53,15 @@ PairingOptions pairing_options_for(const LoadedModel& m, const std::string& prof
   const JsonDoc* cfg = m.checkpoint.config.get();
   const WeightBlockSize wbs = cfg ? read_weight_block_size(cfg->root()) : WeightBlockSize{};
   // The quantization profile (schemas/quant/*.json) names the scales, their dtypes and shapes.
-  std::string error;
-  const bool known = m.format != ModelFormat::safetensors || detect_quant_scheme(cfg, o.scheme, error);
+  QuantDetectError error;
+  const bool known = m.format != ModelFormat::safetensors || detect_quant_scheme(m.checkpoint, o.scheme, error);
   if (wbs.status == WeightBlockSize::invalid && !(known && quant_scheme_ignores_null_block(o.scheme, wbs))) {
     f.error("CFG_WEIGHT_BLOCK_SIZE", "config.json", "", std::nullopt, weight_block_size_problem(wbs));
     o.scheme = legacy_quant_scheme();
     return o;
   }
   if (!known) {
-    f.error("QUANT_PROFILE_UNKNOWN", "config.json", "", std::nullopt, error);
+    f.error(error.code, error.file, "", std::nullopt, error.message);
     o.scheme = legacy_quant_scheme();
     return o;
   }

@@ -131,6 +131,11 @@ std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o)
   w.key("side_files").begin_array();
   for (const auto& f : r.plan.side_files) w.value(f);
   w.end_array();
+  if (!r.plan.dropped_side_files.empty()) {
+    w.key("dropped_side_files").begin_array();
+    for (const auto& f : r.plan.dropped_side_files) w.value(f);
+    w.end_array();
+  }
   w.key("config");
   if (r.config_json.empty())
     w.null();
@@ -193,10 +198,13 @@ void print_convert_human(const ConvertReport& r, const ConvertOptions& o, std::o
           << " scales dropped, " << with_commas(s.file_bytes) << " bytes\n";
     if (!p.quant_profile.empty()) {
       out << "  quantization profile " << display_escape(p.quant_profile) << " (schemas/quant/"
-          << display_escape(p.quant_profile) << ".json): dequantizes " << with_commas(p.dequantized_tensors.size())
-          << " tensors to BF16";
+          << display_escape(p.quant_profile) << ".json";
+      if (p.pairing.scheme.config_file != "config.json") out << ", read from " << display_escape(p.pairing.scheme.config_file);
+      out << "): dequantizes " << with_commas(p.dequantized_tensors.size()) << " tensors to BF16";
       if (p.dropped_activation_scales) out << ", drops " << with_commas(p.dropped_activation_scales) << " activation scales";
       out << "\n";
+      for (const auto& f : p.dropped_side_files)
+        out << "  " << display_escape(f) << " not copied: its quantization is gone from the output\n";
       constexpr size_t kListed = 200;
       for (size_t i = 0; i < p.dequantized_tensors.size() && i < kListed; ++i)
         out << "    " << display_escape(p.dequantized_tensors[i]) << "\n";

@@ -43,8 +43,13 @@ InspectSummary inspect_model(const LoadedModel& m) {
   s.architecture = architecture_of(m);
   if (m.format == ModelFormat::safetensors) {
     QuantScheme q;
-    std::string error;
-    s.quant_profile = detect_quant_scheme(m.checkpoint.config.get(), q, error) ? q.profile : "unknown: " + error;
+    QuantDetectError error;
+    if (detect_quant_scheme(m.checkpoint, q, error)) {
+      s.quant_profile = q.profile;
+      if (!q.profile.empty()) s.quant_config_file = q.config_file;
+    } else {
+      s.quant_profile = "unknown: " + error.file + ": " + error.message;
+    }
   }
   s.files = m.view.files.size();
   s.tensors = m.view.tensors.size();
@@ -69,6 +74,7 @@ std::string inspect_json(const InspectSummary& s, const Findings& findings) {
   w.key("schema").value(kInspectSchemaId);
   w.key("path").value(s.path).key("format").value(s.format).key("architecture").value(s.architecture);
   if (!s.quant_profile.empty()) w.key("quant_profile").value(s.quant_profile);
+  if (!s.quant_profile.empty() && !s.quant_config_file.empty()) w.key("quant_config_file").value(s.quant_config_file);
   w.key("files").value(s.files).key("tensors").value(s.tensors).key("payload_bytes").value(s.payload_bytes);
   w.key("structure_sha256").value(s.structure_sha256);
   w.key("types").begin_object();
@@ -97,7 +103,10 @@ void print_inspect_human(const InspectSummary& s, const Findings& findings, std:
   out << display_escape(s.path) << "\n";
   out << "  format        " << s.format << "\n";
   if (!s.architecture.empty()) out << "  architecture  " << display_escape(s.architecture) << "\n";
-  if (!s.quant_profile.empty()) out << "  quantization  " << display_escape(s.quant_profile) << "\n";
+  if (!s.quant_profile.empty())
+    out << "  quantization  " << display_escape(s.quant_profile)
+        << (s.quant_config_file.empty() || s.quant_config_file == "config.json" ? "" : " (from " + s.quant_config_file + ")")
+        << "\n";
   out << "  files         " << s.files << "\n";
   out << "  tensors       " << with_commas(s.tensors) << "\n";
   out << "  payload bytes " << with_commas(s.payload_bytes) << "\n";

@@ -21,7 +21,8 @@ struct TypeStats {
 
 struct InspectSummary {
   std::string path, format, architecture;
-  std::string quant_profile;  // schemas/quant profile detected from config.json ("" = none)
+  std::string quant_profile;  // schemas/quant profile detected from config.json or a side file ("" = none)
+  std::string quant_config_file;  // where it was read (QuantScheme::config_file)
   uint64_t files = 0, tensors = 0, payload_bytes = 0;
   std::map<std::string, TypeStats> types;                    // dtype / ggml type -> stats
   std::vector<std::pair<std::string, std::string>> values;   // key config / GGUF KV values (JSON text)

@@ -155,6 +155,7 @@ bool parse_validation_report(std::string_view json, ValidationReport& r, std::st
   r.format = json_string(root, "format").value_or("");
   r.profile = json_string(root, "profile").value_or("");
   r.quant_profile = json_string(root, "quant_profile").value_or("");
+  r.quant_config_file = json_string(root, "quant_config_file").value_or("");
   if (auto options = json_get(root, "options")) {
     r.deep = bool_of(*options, "deep");
     r.sha256 = bool_of(*options, "sha256");
@@ -261,6 +262,7 @@ MergeResult merge_validation_reports(const std::vector<std::string>& paths) {
   r.format = first.report.format;
   r.profile = first.report.profile;
   r.quant_profile = first.report.quant_profile;
+  r.quant_config_file = first.report.quant_config_file;
   r.deep = first.report.deep;
   r.sha256 = first.report.sha256;
   r.tensor_count = first.report.tensor_count;

@@ -58,6 +58,7 @@ std::string validation_report_json(const ValidationReport& r) {
   w.key("format").value(r.format);
   w.key("profile").value(r.profile);
   if (!r.quant_profile.empty()) w.key("quant_profile").value(r.quant_profile);
+  if (!r.quant_profile.empty() && !r.quant_config_file.empty()) w.key("quant_config_file").value(r.quant_config_file);
   w.key("options").begin_object().key("deep").value(r.deep).key("sha256").value(r.sha256).end_object();
   w.key("summary").begin_object();
   w.key("files").value(static_cast<uint64_t>(r.files.size()));
@@ -97,7 +98,10 @@ void print_validation_human(const ValidationReport& r, std::ostream& out, size_t
     out << "  format " << r.format << ", profile " << display_escape(r.profile) << ", " << r.files.size()
         << (r.files.size() == 1 ? " file, " : " files, ") << with_commas(r.tensor_count) << " tensors, "
         << with_commas(r.payload_bytes) << " payload bytes\n";
-  if (!r.quant_profile.empty()) out << "  quantization profile " << r.quant_profile << "\n";
+  if (!r.quant_profile.empty())
+    out << "  quantization profile " << r.quant_profile
+        << (r.quant_config_file.empty() || r.quant_config_file == "config.json" ? "" : " (from " + r.quant_config_file + ")")
+        << "\n";
   size_t shown = 0;
   for (const auto& f : r.findings.items()) {
     if (max_findings && shown == max_findings) {

@@ -1,5 +1,6 @@
 #include "validate/reference.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -65,7 +66,27 @@ void compare_sets(const LoadedModel& in, const ConversionPlan& plan, const Loade
             "the conversion of the input writes " + name + " but the output has no such tensor");
 }
 
+// The side files a dequantized output must not carry (hf_quant_config.json: loaders would
+// expect FP8) and Mistral's params.json, which must lose its quantization section.
+void compare_quant_side_files(const ConversionPlan& plan, const LoadedModel& out, Findings& f) {
+  const auto& present = out.checkpoint.side_files;
+  for (const auto& file : plan.dropped_side_files)
+    if (std::find(present.begin(), present.end(), file) != present.end())
+      f.error("REF_CONFIG", file, "", std::nullopt,
+              file + " is in the output although its quantization is gone: loaders would expect quantized weights");
+  if (!plan.rewrites_params_json) return;
+  const JsonDoc* params = nullptr;
+  for (const auto& [file, doc] : out.checkpoint.side_configs)
+    if (file == "params.json") params = doc.get();
+  if (!params)
+    f.error("REF_CONFIG", "params.json", "", std::nullopt, "the input has a params.json but the output has none");
+  else if (json_get(params->root(), "quantization"))
+    f.error("REF_CONFIG", "params.json", "", std::nullopt,
+            "params.json still has its quantization section although nothing quantized is left");
+}
+
 void compare_config(const LoadedModel& in, const ConversionPlan& plan, const LoadedModel& out, Findings& f) {
+  compare_quant_side_files(plan, out, f);
   if (!in.checkpoint.config) return;
   const JsonDoc* cfg = out.checkpoint.config.get();
   if (!cfg) {

@@ -151,8 +151,11 @@ ValidationReport validate_path(const std::string& path, const ValidateOptions& o
     run_profile(report.profile, model, report.findings);
     if (model.format == ModelFormat::safetensors) {
       QuantScheme q;
-      std::string error;
-      if (detect_quant_scheme(model.checkpoint.config.get(), q, error)) report.quant_profile = q.profile;
+      QuantDetectError error;
+      if (detect_quant_scheme(model.checkpoint, q, error) && !q.profile.empty()) {
+        report.quant_profile = q.profile;
+        report.quant_config_file = q.config_file;
+      }
     }
     if (!options.reference.empty()) check_against_reference(model, options.reference, options.deep, report.findings);
     std::vector<bool> mine = claim_partition(options, report);

@@ -50,6 +50,7 @@ struct ValidationReport {
   std::string format;   // "safetensors" or "gguf"
   std::string profile;  // the profile that ran
   std::string quant_profile;  // the quantization profile (schemas/quant) detected; "" = none
+  std::string quant_config_file;  // where it was read (QuantScheme::config_file); "" with no profile
   bool deep = false, sha256 = false;
   uint64_t tensor_count = 0, payload_bytes = 0, bytes_read = 0;
   double seconds = 0;

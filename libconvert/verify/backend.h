@@ -31,6 +31,9 @@ class DecodeBackend {
   // Whether calls from several threads may overlap. The verifier runs its jobs on all
   // cores and serializes the calls of a backend that says no (the default).
   virtual bool concurrent() const { return false; }
+  // Host memory (bytes) the backend itself may hold at most, whatever the calls: the GPU
+  // backend's pinned staging buffers. The verifier counts it against --memory-budget.
+  virtual uint64_t host_memory() const { return 0; }
 
   // Rows [row_begin, row_begin + weight_rows.size()/g.cols) of an FP8 E4M3 weight with its
   // WHOLE scale grid (E8M0 bytes or F32 little-endian) -> BF16 bits (numerics/fp8.h rules).

@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <thread>
 #include <tuple>
 
 #include <tbb/blocked_range.h>
@@ -25,7 +26,9 @@
 #include "numerics/ggml_dequant.h"
 #include "numerics/int8_gemm_ref.h"
 #include "numerics/int8_shift.h"
+#include "numerics/mxfp4.h"
 #include "formats/pack_manifest.h"
+#include "io/input_file.h"
 #include "repack/pack_validate.h"
 #include "validate/reference.h"
 
@@ -68,6 +71,57 @@ std::optional<uint64_t> first_difference(std::span<const T> a, std::span<const T
   return std::nullopt;
 }
 
+// Step buffers reused from job to job: a job takes a set for its run and gives it back, so
+// at most (jobs in flight) sets exist, each grown to the largest step a job asked of it
+// (within that job's accounted memory), and a pack of thousands of small parts allocates
+// and page-faults a few sets, not one per part (the allocation and the freeing of fresh
+// pages on every core was most of an expert pack's verify time).
+struct StepBuffers {
+  std::vector<uint8_t> a, b, c;
+  std::vector<uint16_t> h1, h2;
+  std::vector<float> got, want;
+  template <class T>
+  static std::span<T> take(std::vector<T>& v, uint64_t n) {
+    if (v.size() < n) v.resize(n);
+    return std::span<T>(v.data(), n);
+  }
+};
+
+class StepPool {
+ public:
+  std::unique_ptr<StepBuffers> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) return std::make_unique<StepBuffers>();
+    auto s = std::move(free_.back());
+    free_.pop_back();
+    return s;
+  }
+  void give(std::unique_ptr<StepBuffers> s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(s));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<StepBuffers>> free_;
+};
+
+// A set taken from the pool for one scope (a fresh one when there is no pool).
+class PooledSteps {
+ public:
+  explicit PooledSteps(StepPool* pool) : pool_(pool), s_(pool ? pool->take() : std::make_unique<StepBuffers>()) {}
+  PooledSteps(const PooledSteps&) = delete;
+  PooledSteps& operator=(const PooledSteps&) = delete;
+  ~PooledSteps() {
+    if (pool_) pool_->give(std::move(s_));
+  }
+  StepBuffers* operator->() { return s_.get(); }
+
+ private:
+  StepPool* pool_;
+  std::unique_ptr<StepBuffers> s_;
+};
+
 // What one job found: its checks and findings, merged into the report in job order, so the
 // report is the same whatever the thread order.
 struct Sink {
@@ -76,6 +130,7 @@ struct Sink {
   uint64_t input_bytes_decoded = 0;
   double max_rel_l2 = 0;
   std::string backend;
+  StepPool* steps = nullptr;  // run_jobs' pool of step buffers
 };
 
 // One unit of work (a tensor, an expert, a GGUF tensor or pack part) and the host memory
@@ -89,7 +144,9 @@ struct Job {
 // codes (FP8), output elements (MXFP4, ggml) or bytes (copies), so a job's memory is tens
 // of MiB whatever the tensor size (experts: one expert's matrices, as before).
 constexpr uint64_t kStepElems = uint64_t{4} << 20;
-constexpr uint64_t kCopyStep = uint64_t{8} << 20;
+constexpr uint64_t kCopyStep = uint64_t{16} << 20;
+// Bytes per step of a copy check (each side): the job memory and the loop use the same.
+uint64_t copy_step(uint64_t chunk) { return std::max<uint64_t>(1, std::min(chunk, kCopyStep)); }
 
 // The first i in [0, n) with bad(i), or nullopt: ranges on all cores, the smallest wins.
 template <class Bad>
@@ -183,15 +240,24 @@ struct Slabs {
   std::vector<uint8_t> mxfp4, shift2, channel_scale;
 };
 
-uint64_t fp8_job_memory(const ModelTensor& src, const ModelTensor& scale) {
-  const uint64_t cols = src.shape.size() > 1 ? std::max<uint64_t>(1, src.shape[1]) : 1;
-  const uint64_t step = std::min(src.nbytes, std::max(cols, kStepElems - kStepElems % cols));
-  return 2 * scale.nbytes + 7 * step;  // grid (+ f32 copy); codes, BF16 got/want/bytes
+// Rows per step of the FP8 and MXFP4 checks: at most kStepElems codes (elements) and
+// `chunk` input bytes, at least one row. The job memory below and the loops use the same.
+uint64_t fp8_rows_per_step(uint64_t cols, uint64_t chunk) {
+  return std::max<uint64_t>(1, std::min(chunk, kStepElems) / std::max<uint64_t>(1, cols));
+}
+uint64_t mxfp4_rows_per_step(uint64_t k, uint64_t chunk) {
+  return std::max<uint64_t>(1, std::min(2 * chunk, kStepElems) / std::max<uint64_t>(1, k));
 }
 
-uint64_t mxfp4_job_memory(const ModelTensor& w) {
+uint64_t fp8_job_memory(const ModelTensor& src, const ModelTensor& scale, uint64_t chunk) {
+  const uint64_t cols = src.shape.size() > 1 ? std::max<uint64_t>(1, src.shape[1]) : 1;
+  const uint64_t step = std::min(src.nbytes, fp8_rows_per_step(cols, chunk) * cols);
+  return 4 * scale.nbytes + 7 * step;  // grid (as read, as f32 and its bytes); codes, BF16 got/want/bytes
+}
+
+uint64_t mxfp4_job_memory(const ModelTensor& w, uint64_t chunk) {
   const uint64_t k = w.shape.size() > 1 ? std::max<uint64_t>(1, w.shape[1] * 2) : 1;
-  const uint64_t elems = std::min(w.nbytes * 2, std::max(k, kStepElems - kStepElems % k));
+  const uint64_t elems = std::min(w.nbytes * 2, mxfp4_rows_per_step(k, chunk) * k);
   return elems / 2 + elems / 32 + 2 * elems + 4 * elems;  // codes, scales, OUT's BF16, f32
 }
 
@@ -203,6 +269,128 @@ uint64_t expert_job_memory(const RemapParams& p, bool reference, bool gemm, uint
   if (gemm) m += nk + (reference ? 4 * nk : 0) + tokens * p.k * 14 + tokens * p.rows * 12;
   return m;
 }
+
+// ---- gpt-oss MXFP4 experts of a --experts bf16 conversion ----------------------------
+//
+// OUT's X [E, K, R] BF16 (mlp.experts.gate_up_proj [E, H, 2I], down_proj [E, I, H]) is IN's
+// X_blocks [E, R, K/32, 16] with X_scales [E, R, K/32] dequantized, then transposed:
+// out[e][c][r] = deq(blocks[e][r][c]). One job per expert: the device decodes the expert's
+// [R, K/2] + [R, K/32] rows (the DeepSeek MXFP4 layout, DecodeBackend::mxfp4_to_f32) in steps
+// of at most max_chunk_bytes(), the host rounds the f32 results to BF16 (exact: every finite
+// product is a BF16 value) and transposes them; that must equal the CPU reference (the
+// decoder convert uses, numerics/mxfp4.h dequant_mxfp4_transposed) and OUT's bytes, bit for bit.
+class GptOssExpertVerifier : public Verifier {
+ public:
+  GptOssExpertVerifier(DecodeBackend& backend, const VerifyOptions& o, Sink& r) : Verifier(backend, o, r) {}
+
+  // One expert's buffers: its blocks and scales, the device result (BF16, transposed), OUT's
+  // bytes, the CPU reference and its row-major scratch (2 bytes per element each), one f32 step.
+  static uint64_t job_memory(const PlannedTensor& pt, uint64_t chunk) {
+    const uint64_t nk = pt.rows * pt.k;
+    return nk / 2 + nk / 32 + 8 * nk + 4 * step_rows(pt, chunk) * pt.k;
+  }
+
+  // The jobs of one planned gpt-oss tensor; a layout that does not match (an OUT tensor of
+  // the right byte size but another shape) is one failing check, not a crash.
+  static void plan(DecodeBackend& be, const VerifyOptions& o, const LoadedModel& in, const LoadedModel& out,
+                   const PlannedTensor& pt, const ModelTensor& dst, std::vector<Job>& jobs) {
+    const ModelTensor& w = in.view.tensors[pt.input];
+    const ModelTensor& s = in.view.tensors[pt.scale];
+    const uint64_t experts = std::max<uint64_t>(1, pt.experts), nk = pt.rows * pt.k;
+    const bool ok = pt.rows != 0 && pt.k != 0 && pt.k % 32 == 0 && w.payload_ok && s.payload_ok &&
+                    w.nbytes == experts * nk / 2 && s.nbytes == experts * nk / 32 && dst.nbytes == experts * nk * 2 &&
+                    dst.shape.size() >= 2 && dst.shape[dst.shape.size() - 2] == pt.k && dst.shape.back() == pt.rows;
+    if (!ok) {
+      jobs.push_back({0, [&be, &o, &out, &dst](Sink& sink) {
+                        GptOssExpertVerifier v(be, o, sink);
+                        VerifyCheck& c = v.add_check("mxfp4_dequant", dst.name, "", 0);
+                        c.ok = false;
+                        sink.findings.error("VERIFY_LAYOUT", out.view.file_of(dst), dst.name, std::nullopt,
+                                            "BF16 gpt-oss expert tensor does not match its MXFP4 _blocks/_scales "
+                                            "[E, R, K/32, 16] / [E, R, K/32] (expected [E, K, R])");
+                      }});
+      return;
+    }
+    for (uint64_t e = 0; e < experts; ++e)
+      jobs.push_back({job_memory(pt, be.max_chunk_bytes()), [&be, &o, &in, &out, &pt, &w, &s, &dst, e](Sink& sink) {
+                        GptOssExpertVerifier(be, o, sink).verify_expert(in, out, pt, w, s, dst, e);
+                      }});
+  }
+
+ private:
+  static uint64_t step_rows(const PlannedTensor& pt, uint64_t chunk) {
+    const uint64_t k = std::max<uint64_t>(1, pt.k);
+    return std::clamp<uint64_t>(std::min(std::max<uint64_t>(1, chunk) / std::max<uint64_t>(1, k / 2), kStepElems / k), 1,
+                                std::max<uint64_t>(1, pt.rows));
+  }
+  static const MappedFile& file_of(const LoadedModel& m, const ModelTensor& t) { return m.checkpoint.shards[t.file].file; }
+  static uint16_t le16(const std::vector<uint8_t>& b, uint64_t i) {
+    return static_cast<uint16_t>(b[2 * i] | (b[2 * i + 1] << 8));
+  }
+
+  void verify_expert(const LoadedModel& in, const LoadedModel& out, const PlannedTensor& pt, const ModelTensor& w,
+                     const ModelTensor& s, const ModelTensor& dst, uint64_t e) {
+    const uint64_t rows = pt.rows, k = pt.k, nk = rows * k;
+    const std::string part = "expert " + std::to_string(e);
+    const std::string out_file = out.view.file_of(dst), in_file = in.view.file_of(w);
+    VerifyCheck& c = add_check("mxfp4_dequant", dst.name, part, nk);
+    std::vector<uint8_t> blocks(nk / 2), scales(nk / 32), got(2 * nk), want(2 * nk), device(2 * nk), scratch;
+    if (!read(file_of(in, w), w.offset + e * (nk / 2), blocks) || !read(file_of(in, s), s.offset + e * (nk / 32), scales) ||
+        !read(file_of(out, dst), dst.offset + e * 2 * nk, got))
+      return void(c.ok = false);
+    // The CPU reference first: input convert refuses (E8M0 0xFF, a product beyond BF16) has
+    // no converted value to compare with.
+    if (auto fault = dequant_mxfp4_transposed(blocks, scales, rows, k, e * rows, scratch, want)) {
+      c.ok = false;
+      const uint64_t i = fault->element >= e * nk ? fault->element - e * nk : 0;
+      r_.findings.error("VERIFY_INPUT", in_file, w.name, w.offset + e * (nk / 2) + i / 2,
+                        part + ": the input blocks cannot be dequantized (" + mxfp4_fault_name(fault->kind) +
+                            " at row " + std::to_string(i / k) + ", column " + std::to_string(i % k) + ")");
+      return;
+    }
+    scratch = {};
+    // The device, in steps of whole rows; each f32 result rounded to BF16 and put at [c][r].
+    const uint64_t step = step_rows(pt, chunk_bytes());
+    std::vector<float> f(step * k);
+    for (uint64_t r0 = 0; r0 < rows; r0 += step) {
+      const uint64_t n = std::min(step, rows - r0);
+      std::string error;
+      if (!be_.mxfp4_to_f32(std::span<const uint8_t>(blocks).subspan(r0 * k / 2, n * k / 2),
+                            std::span<const uint8_t>(scales).subspan(r0 * k / 32, n * k / 32), n, k,
+                            std::span<float>(f.data(), n * k), error))
+        return void(backend_failed(c, out_file, error));
+      r_.input_bytes_decoded += n * k / 2 + n * k / 32;
+      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, 16), [&](const tbb::blocked_range<uint64_t>& rr) {
+        for (uint64_t r = rr.begin(); r < rr.end(); ++r)
+          for (uint64_t col = 0; col < k; ++col) {
+            const uint16_t b = bf16_from_float_rne(f[r * k + col]);
+            const uint64_t o = 2 * (col * rows + r0 + r);
+            device[o] = static_cast<uint8_t>(b & 0xFF);
+            device[o + 1] = static_cast<uint8_t>(b >> 8);
+          }
+      });
+    }
+    // Element i of the expert's [K, R] matrix is input row i % R, column i / R.
+    auto where = [&](uint64_t i) {
+      return part + " element [" + std::to_string(i / rows) + ", " + std::to_string(i % rows) + "] of its [" +
+             std::to_string(k) + ", " + std::to_string(rows) + "] matrix (tensor element " + std::to_string(e * nk + i) +
+             "; input " + w.name + " row " + std::to_string(i % rows) + ", column " + std::to_string(i / rows) + ")";
+    };
+    auto value = [](uint16_t b) { return hex(b, 4) + " (" + fmt(bf16_value(b)) + ")"; };
+    if (auto d = first_difference<uint8_t>(device, want)) {
+      const uint64_t i = *d / 2, r = i % rows, col = i / rows;
+      mismatch(c, in_file, w.offset + e * (nk / 2) + r * (k / 2) + col / 2,
+               where(i) + ": device MXFP4 decode " + value(le16(device, i)) + " vs CPU reference " + value(le16(want, i)));
+      return;
+    }
+    if (auto d = first_difference<uint8_t>(device, got)) {
+      const uint64_t i = *d / 2;
+      mismatch(c, out_file, dst.offset + e * 2 * nk + 2 * i,
+               where(i) + ": device MXFP4 decode " + value(le16(device, i)) + " (= CPU reference) vs converted " +
+                   value(le16(got, i)));
+    }
+  }
+};
 
 class CheckpointVerifier : public Verifier {
  public:
@@ -230,14 +418,15 @@ class CheckpointVerifier : public Verifier {
         };
         switch (pt.action) {
           case TensorAction::copy:
-            job(2 * std::min(kCopyStep, dst->nbytes), &CheckpointVerifier::planned_copy);
+            job(2 * std::min(copy_step(be.max_chunk_bytes()), dst->nbytes), &CheckpointVerifier::planned_copy);
             break;
           case TensorAction::dequant_e8m0:
           case TensorAction::dequant_f32:
-            job(fp8_job_memory(in.view.tensors[pt.input], in.view.tensors[pt.scale]), &CheckpointVerifier::planned_fp8);
+            job(fp8_job_memory(in.view.tensors[pt.input], in.view.tensors[pt.scale], be.max_chunk_bytes()),
+                &CheckpointVerifier::planned_fp8);
             break;
           case TensorAction::dequant_mxfp4:
-            job(mxfp4_job_memory(in.view.tensors[pt.input]), &CheckpointVerifier::planned_mxfp4);
+            job(mxfp4_job_memory(in.view.tensors[pt.input], be.max_chunk_bytes()), &CheckpointVerifier::planned_mxfp4);
             break;
           case TensorAction::remap_mxfp4: {
             const FusedMatrix& fm = plan.fused[pt.fused];
@@ -258,7 +447,9 @@ class CheckpointVerifier : public Verifier {
           }
           case TensorAction::remap_shift2:
           case TensorAction::remap_channel_scale: break;  // checked with their .mxfp4 tensor
-          case TensorAction::dequant_mxfp4_blocks: break;  // gpt-oss experts: not on the device yet (CPU: validate --reference --deep)
+          case TensorAction::dequant_mxfp4_blocks:  // gpt-oss experts: one job per expert
+            GptOssExpertVerifier::plan(be, o, in, out, pt, *dst, jobs);
+            break;
         }
       }
     }
@@ -272,7 +463,8 @@ class CheckpointVerifier : public Verifier {
         for (const auto& pt : shard.tensors)
           if (pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32) {
             const ModelTensor& src = model.view.tensors[pt.input];
-            jobs.push_back({fp8_job_memory(src, model.view.tensors[pt.scale]), [&be, &o, &model, plan, &pt, &src](Sink& s) {
+            jobs.push_back({fp8_job_memory(src, model.view.tensors[pt.scale], be.max_chunk_bytes()),
+                            [&be, &o, &model, plan, &pt, &src](Sink& s) {
                               CheckpointVerifier v(be, o, s);
                               v.in_ = &model;
                               v.verify_fp8(model, *plan, pt, src, nullptr, nullptr);
@@ -337,8 +529,9 @@ class CheckpointVerifier : public Verifier {
 
   void verify_copy(const LoadedModel& in, const LoadedModel& out, const ModelTensor& src, const ModelTensor& dst) {
     VerifyCheck& c = add_check("copy", dst.name, "", src.nbytes);
-    const uint64_t step = std::min<uint64_t>(chunk_bytes(), uint64_t{16} << 20);
-    std::vector<uint8_t> a(std::min(step, src.nbytes)), b(a.size());
+    PooledSteps bufs(r_.steps);
+    const uint64_t step = std::min(copy_step(chunk_bytes()), src.nbytes);
+    const std::span<uint8_t> a = StepBuffers::take(bufs->a, step), b = StepBuffers::take(bufs->b, step);
     for (uint64_t done = 0; done < src.nbytes; done += a.size()) {
       const uint64_t n = std::min<uint64_t>(a.size(), src.nbytes - done);
       std::span<uint8_t> sa(a.data(), n), sb(b.data(), n);
@@ -374,9 +567,11 @@ class CheckpointVerifier : public Verifier {
       grid.resize(4 * grid_f32.size());
       if (!grid_f32.empty()) std::memcpy(grid.data(), grid_f32.data(), grid.size());
     }
-    const uint64_t rows_per_step = std::max<uint64_t>(1, chunk_bytes() / std::max<uint64_t>(1, g.cols));
-    std::vector<uint8_t> w(std::min(rows_per_step, g.rows) * g.cols), want_bytes(2 * w.size());
-    std::vector<uint16_t> got(w.size()), want(w.size());
+    const uint64_t rows_per_step = fp8_rows_per_step(g.cols, chunk_bytes());
+    PooledSteps bufs(r_.steps);
+    const uint64_t step = std::min(rows_per_step, g.rows) * g.cols;
+    const std::span<uint8_t> w = StepBuffers::take(bufs->a, step), want_bytes = StepBuffers::take(bufs->b, 2 * step);
+    const std::span<uint16_t> got = StepBuffers::take(bufs->h1, step), want = StepBuffers::take(bufs->h2, step);
     for (uint64_t row = 0; row < g.rows; row += rows_per_step) {
       const uint64_t rows = std::min(rows_per_step, g.rows - row), n = rows * g.cols;
       std::span<uint8_t> ws(w.data(), n);
@@ -425,9 +620,12 @@ class CheckpointVerifier : public Verifier {
                         "BF16 expert shape does not match its MXFP4 source");
       return;
     }
-    const uint64_t rows_per_step = std::max<uint64_t>(1, chunk_bytes() / (k / 2));
-    std::vector<uint8_t> wb(std::min(rows_per_step, rows) * k / 2), sb(wb.size() / 16), ob(wb.size() * 4);
-    std::vector<float> f(wb.size() * 2);
+    const uint64_t rows_per_step = mxfp4_rows_per_step(k, chunk_bytes());
+    PooledSteps bufs(r_.steps);
+    const uint64_t step = std::min(rows_per_step, rows) * k / 2;  // bytes of codes
+    const std::span<uint8_t> wb = StepBuffers::take(bufs->a, step), sb = StepBuffers::take(bufs->b, step / 16),
+                             ob = StepBuffers::take(bufs->c, step * 4);
+    const std::span<float> f = StepBuffers::take(bufs->got, step * 2);
     for (uint64_t row = 0; row < rows; row += rows_per_step) {
       const uint64_t n = std::min(rows_per_step, rows - row), elems = n * k;
       std::span<uint8_t> ws(wb.data(), elems / 2), ss(sb.data(), elems / 32), os(ob.data(), elems * 2);
@@ -722,8 +920,10 @@ class GgufVerifier : public Verifier {
     }
     c.elements = bytes / row_bytes * row_elems;
     const uint64_t step = std::min(rows_per_step(row_bytes, row_elems, chunk_bytes()) * row_bytes, bytes);
-    std::vector<uint8_t> dev_in(step), cpu_in(step);
-    std::vector<float> got(step / row_bytes * row_elems), want(got.size());
+    PooledSteps bufs(r_.steps);
+    const std::span<uint8_t> dev_in = StepBuffers::take(bufs->a, step), cpu_in = StepBuffers::take(bufs->b, step);
+    const std::span<float> got = StepBuffers::take(bufs->got, step / row_bytes * row_elems),
+                           want = StepBuffers::take(bufs->want, got.size());
     for (uint64_t done = 0; done < bytes; done += step) {
       const uint64_t n = std::min(step, bytes - done), elems = n / row_bytes * row_elems;
       std::span<uint8_t> a(dev_in.data(), n), b(cpu_in.data(), n);
@@ -798,14 +998,17 @@ struct PackPlan {
   }
 };
 
-// The host memory the jobs in flight may hold, and how many that allows: at most
-// budget / (the largest job), at least one, at most twice the cores. A job larger than
-// the budget alone (one expert's matrices of a huge model) runs alone.
-uint64_t jobs_in_flight(const std::vector<Job>& jobs, uint64_t budget) {
+// How many jobs may run at once: the budget less what the backend holds itself (its pinned
+// staging, DecodeBackend::host_memory), divided by the largest job's memory (every buffer
+// a job holds, step buffers from the pool included); at least one, at most twice the
+// cores. A job larger than the budget alone (one expert's matrices of a huge model) runs
+// alone.
+uint64_t jobs_in_flight(const std::vector<Job>& jobs, uint64_t budget, uint64_t backend_memory) {
   uint64_t largest = 1;
   for (const Job& j : jobs) largest = std::max(largest, j.memory);
   const uint64_t cores = static_cast<uint64_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
-  return std::clamp<uint64_t>(budget / largest, 1, 2 * cores);
+  const uint64_t for_jobs = budget > backend_memory ? budget - backend_memory : 0;
+  return std::clamp<uint64_t>(for_jobs / largest, 1, 2 * cores);
 }
 
 // A backend whose calls may not overlap (one device, shared device buffers): one call at a
@@ -815,6 +1018,7 @@ class SerialBackend final : public DecodeBackend {
   explicit SerialBackend(DecodeBackend& be) : be_(be) {}
   std::string name() const override { return be_.name(); }
   uint64_t max_chunk_bytes() const override { return be_.max_chunk_bytes(); }
+  uint64_t host_memory() const override { return be_.host_memory(); }
   bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                    std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -853,8 +1057,9 @@ class SerialBackend final : public DecodeBackend {
 
 // Runs the jobs: a oneTBB pipeline of at most jobs_in_flight() tokens, each job on any
 // core, the results merged into the report in job order.
-void run_jobs(std::vector<Job>& jobs, const VerifyOptions& o, VerifyReport& r) {
-  const uint64_t tokens = jobs_in_flight(jobs, o.memory_budget);
+void run_jobs(std::vector<Job>& jobs, const DecodeBackend& be, const VerifyOptions& o, VerifyReport& r) {
+  const uint64_t tokens = jobs_in_flight(jobs, o.memory_budget, be.host_memory());
+  StepPool steps;
   r.jobs = jobs.size();
   r.jobs_in_flight = tokens;
   size_t next = 0, done = 0;
@@ -876,6 +1081,7 @@ void run_jobs(std::vector<Job>& jobs, const VerifyOptions& o, VerifyReport& r) {
                                        [&](Item it) {
                                          it.sink = std::make_unique<Sink>();
                                          it.sink->backend = r.backend;
+                                         it.sink->steps = &steps;
                                          jobs[it.index].run(*it.sink);
                                          jobs[it.index].run = nullptr;  // captured state goes now
                                          return it;
@@ -934,7 +1140,7 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
     r.kind = "gguf";
     std::vector<Job> jobs;
     GgufVerifier::plan_gguf(be, o, out, jobs);
-    run_jobs(jobs, o, r);
+    run_jobs(jobs, be, o, r);
     return;
   }
   std::vector<Job> jobs;
@@ -945,7 +1151,7 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
     const bool planned = plan_conversion(out, ExpertMode::keep, RemapOptions{}, plan, pf);
     if (!planned) report_unpaired_fp8(out, pf, r);
     CheckpointVerifier::plan_self(be, o, out, planned ? &plan : nullptr, jobs);
-    run_jobs(jobs, o, r);
+    run_jobs(jobs, be, o, r);
     return;
   }
   r.kind = "converted";
@@ -960,7 +1166,83 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
   Findings pf;
   if (!plan_conversion(in, mode, remap, plan, pf)) return;  // reported above
   CheckpointVerifier::plan_converted(be, o, in, out, plan, jobs);
-  run_jobs(jobs, o, r);
+  run_jobs(jobs, be, o, r);
+}
+
+// Content findings (a part's hash or source bytes differ) still leave every range valid:
+// decode anyway, so the report names the element that changed.
+bool pack_geometry_ok(const Findings& validation) {
+  return std::all_of(validation.items().begin(), validation.items().end(), [](const Finding& f) {
+    return f.severity != Severity::error || f.code == "PACK_PART_HASH" || f.code == "PACK_SOURCE_MISMATCH" ||
+           f.code == "PACK_DENSE_MISMATCH" || f.code == "PACK_A_LOG_MISMATCH";
+  });
+}
+
+// The checks of the manifest's text against experts.bin's actual size (names, alignment,
+// every blob and part inside the file and sized as its type and shape say): what bounds
+// the jobs' reads and buffers. Cheap (no payload byte is read).
+bool pack_quick_geometry_ok(const std::string& dir, const PackManifest& m) {
+  std::error_code ec;
+  const uint64_t experts_size = fs::file_size(fs::path(dir) / m.experts_name, ec);
+  if (ec) return false;
+  std::string text;
+  IoError err;
+  if (!read_input_file((fs::path(dir) / kPackManifestFile).string(), uint64_t{1} << 30, text, err)) return false;
+  Findings quick;
+  check_pack_manifest_text(text, (fs::path(dir) / kPackManifestFile).string(), experts_size, quick);
+  return !quick.has_errors();
+}
+
+// Joins a thread when the scope ends, however it ends.
+struct Joined {
+  std::thread t;
+  ~Joined() {
+    if (t.joinable()) t.join();
+  }
+};
+
+// An expert pack: validate_expert_pack first (manifest, experts.bin's geometry and part
+// hashes, dense.gguf; with the reference its SHA-256 and every part byte-equal to its
+// source slice), then every blob part decoded against its source. The validation is one
+// thread's pass over each file, so when the manifest's geometry passes the quick check
+// above it runs on a thread of its own beside the decode jobs, and the jobs' results are
+// kept only if the full validation leaves every range valid: the report (validation
+// findings first, then the jobs' in job order) is the same as when it ran first.
+void verify_pack(const std::string& path, DecodeBackend& be, const VerifyOptions& o, VerifyReport& r) {
+  r.kind = "expert-pack";
+  PackManifest m;
+  Findings mf;
+  const bool manifest_read = read_pack_manifest(path, m, mf);
+  if (!manifest_read || !pack_quick_geometry_ok(path, m)) {  // one after the other, as always
+    validate_expert_pack(path, o.reference, false, r.findings);
+    if (!pack_geometry_ok(r.findings)) return;
+    if (!manifest_read) return add_errors(mf, r.findings);
+    std::vector<Job> jobs;
+    PackPlan pack;
+    if (pack.plan(be, o, path, m, o.reference, jobs, r.findings)) run_jobs(jobs, be, o, r);
+    return;
+  }
+  Findings validation, plan_findings;
+  VerifyReport decoded;
+  decoded.backend = r.backend;
+  std::vector<Job> jobs;
+  PackPlan pack;
+  bool planned = false;
+  {
+    Joined validator{std::thread([&] { validate_expert_pack(path, o.reference, false, validation); })};
+    planned = pack.plan(be, o, path, m, o.reference, jobs, plan_findings);
+    if (planned) run_jobs(jobs, be, o, decoded);
+  }
+  r.findings.append(validation);
+  if (!pack_geometry_ok(validation)) return;
+  r.findings.append(plan_findings);
+  if (!planned) return;
+  for (auto& c : decoded.checks) r.checks.push_back(std::move(c));
+  r.findings.append(decoded.findings);
+  r.input_bytes_decoded = decoded.input_bytes_decoded;
+  r.max_rel_l2 = decoded.max_rel_l2;
+  r.jobs = decoded.jobs;
+  r.jobs_in_flight = decoded.jobs_in_flight;
 }
 
 }  // namespace
@@ -978,23 +1260,7 @@ VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const 
   SerialBackend serial(backend);
   DecodeBackend& be = backend.concurrent() ? backend : serial;
   if (is_expert_pack(path)) {
-    r.kind = "expert-pack";
-    validate_expert_pack(path, options.reference, false, r.findings);
-    PackManifest m;
-    Findings mf;
-    // Content findings (a part's hash or source bytes differ) still leave every range valid:
-    // decode anyway, so the report names the element that changed.
-    const bool geometry_ok = std::all_of(r.findings.items().begin(), r.findings.items().end(), [](const Finding& f) {
-      return f.severity != Severity::error || f.code == "PACK_PART_HASH" || f.code == "PACK_SOURCE_MISMATCH" ||
-             f.code == "PACK_DENSE_MISMATCH" || f.code == "PACK_A_LOG_MISMATCH";
-    });
-    if (geometry_ok && read_pack_manifest(path, m, mf)) {
-      std::vector<Job> jobs;
-      PackPlan pack;
-      if (pack.plan(be, options, path, m, options.reference, jobs, r.findings)) run_jobs(jobs, options, r);
-    } else if (geometry_ok) {
-      add_errors(mf, r.findings);
-    }
+    verify_pack(path, be, options, r);
   } else {
     verify_safetensors(path, be, options, r);
   }

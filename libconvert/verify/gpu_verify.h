@@ -22,13 +22,16 @@
 // GGUF tensor or pack part), run by a oneTBB pipeline on all cores: each job preads its
 // input in large steps, runs the CPU reference and the device decode, and compares; the
 // results are merged in job order, so checks and findings (the first differing element of
-// each tensor, both values) are the same as one job at a time. A backend that is not
-// concurrent() (the GPU: one device, shared buffers) takes one call at a time while other
-// jobs read and compute their references. Each job holds a few step buffers (at most 4M
-// elements per step, ~30-60 MiB) or one expert's matrices (an INT8-shift expert: about
-// 8 bytes per weight with the GEMM check, 3 without). Jobs in flight =
-// clamp(memory_budget / largest job, 1, 2 x cores), so the payload buffers stay within
-// memory_budget unless one job alone is larger, which then runs alone.
+// each tensor, both values) are the same as one job at a time. The GPU backend is
+// concurrent() (lanes: a stream, pinned staging and device buffers each), so the jobs'
+// transfers and kernels overlap; a backend that is not takes one call at a time while
+// other jobs read and compute their references. Each job holds a few step buffers (at most
+// 4M elements per step, ~30-60 MiB, reused from job to job through a pool) or one expert's
+// matrices (an INT8-shift expert: about 8 bytes per weight with the GEMM check, 3
+// without). Jobs in flight = clamp((memory_budget - backend.host_memory()) / largest job,
+// 1, 2 x cores), so the payload buffers and the backend's pinned staging stay within
+// memory_budget unless one job alone is larger, which then runs alone. An expert pack's
+// validation runs on its own thread beside the jobs (verify_pack).
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "core/ggml_types.h"
 #include "numerics/fp8.h"
@@ -214,7 +215,9 @@ RandomSlabs random_slabs(std::mt19937_64& rng, uint64_t rows, uint64_t k) {
 }
 
 TEST_P(Backend, Int8ShiftDecodeEqualsTheCpuDecode) {
-  for (auto [rows, k] : {std::pair<uint64_t, uint64_t>{20, 96}, {64, 256}, {3, 32}}) {
+  // Shapes around the GPU kernel's 8-row x 16-block (512-column) staging tile: partial
+  // groups, 17 blocks (one past a tile), whole tiles, several tiles of rows.
+  for (auto [rows, k] : {std::pair<uint64_t, uint64_t>{20, 96}, {64, 256}, {3, 32}, {9, 544}, {16, 512}, {130, 1056}}) {
     RandomSlabs s = random_slabs(rng_, rows, k);
     std::vector<int8_t> want(rows * k), got(rows * k);
     ASSERT_TRUE(decode_int8_shift(s.tiles, s.shift2, s.p, want));
@@ -323,6 +326,110 @@ TEST_P(Backend, GgmlBlockCountsAroundTheTilesEqualTheCpuDequant) {
         ASSERT_EQ(bits(got[i]), bits(want[i])) << info->name << " x" << blocks << " element " << i;
     }
   }
+}
+
+// Blocks whose f16 scale fields are NaN (quiet and signalling, both signs, several
+// payloads), infinite or special finite values, with random codes (zero codes included, so
+// inf x 0 occurs): the device must give the CPU reference's bits, NaN payloads and signs
+// included (the reference is x86 arithmetic: a NaN operand quieted, 0xFFC00000 for
+// inf x 0 and inf - inf, the i-quant sign as a sign-bit flip; a GPU's own NaN results are
+// its canonical 0x7FFFFFFF, so the kernels spell the reference's out, decode.h X86Arith).
+// Also F32 / F16 / BF16 NaN bit patterns, which must pass through unchanged.
+TEST_P(Backend, GgmlNanAndInfiniteScalesGiveTheCpuReferenceBits) {
+  const std::vector<uint16_t> specials = {0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0x7D55, 0xFC3F, 0x7FFF,
+                                          0xFFFF, 0x0000, 0x8000, 0x0001, 0x7BFF, 0x3C00};
+  const uint64_t n = specials.size();
+  const std::vector<std::pair<int32_t, std::vector<int>>> types = {
+      {2, {0}},  {8, {0}},  {20, {0}},  {39, {}},  {12, {0, 2}},
+      {14, {208}}, {18, {0}}, {21, {0}}, {22, {0}}};
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (const auto& [type, fields] : types) {
+    const GgmlTypeInfo* info = ggml_type_info(type);
+    ASSERT_NE(info, nullptr);
+    // Every special in every field, and with two fields every pair; 4 random-code blocks each.
+    const uint64_t combos = fields.size() == 2 ? n * n : n, blocks = 4 * combos;
+    std::vector<uint8_t> data(blocks * info->type_size);
+    for (uint64_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(byte(rng_) & (i % 3 ? 0xFF : 0x0F));
+    for (uint64_t b = 0; b < blocks; ++b) {
+      const uint64_t c = b % combos;
+      for (size_t f = 0; f < fields.size(); ++f) {
+        const uint16_t v = specials[f == 0 ? c % n : c / n];
+        data[b * info->type_size + fields[f]] = static_cast<uint8_t>(v);
+        data[b * info->type_size + fields[f] + 1] = static_cast<uint8_t>(v >> 8);
+      }
+    }
+    std::vector<float> want(blocks * info->block_size), scalar(want.size()), got(want.size());
+    std::string error;
+    ASSERT_TRUE(ggml_dequantize(type, data, want, error)) << error;
+    ASSERT_TRUE(ggml_dequantize_isa(DequantIsa::scalar, type, data, scalar, error)) << error;
+    ASSERT_TRUE(be_->ggml_to_f32(type, data, got, error)) << info->name << ": " << error;
+    for (uint64_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(bits(want[i]), bits(scalar[i])) << info->name << " element " << i << ": the CPU ISAs differ";
+      const uint64_t b = i / info->block_size;
+      ASSERT_EQ(bits(got[i]), bits(want[i]))
+          << info->name << " element " << i << " (block " << b << ", scale field(s) "
+          << hex16(static_cast<uint16_t>(data[b * info->type_size + (fields.empty() ? 0 : fields[0])] |
+                                         data[b * info->type_size + (fields.empty() ? 0 : fields[0]) + 1] << 8))
+          << "): device " << std::hex << bits(got[i]) << " vs CPU " << bits(want[i]);
+    }
+  }
+  // The plain types: NaN and infinity bit patterns of every kind pass through.
+  std::vector<uint8_t> f32;
+  for (uint32_t w : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x7FA5A5A5u, 0xFFFFFFFFu,
+                     0x7FFFFFFFu, 0x00000001u, 0x80000000u}) {
+    for (int k = 0; k < 4; ++k) f32.push_back(static_cast<uint8_t>(w >> (8 * k)));
+  }
+  std::vector<uint8_t> h16;
+  for (uint16_t h : specials) h16.push_back(static_cast<uint8_t>(h)), h16.push_back(static_cast<uint8_t>(h >> 8));
+  for (uint16_t h : {0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0xFFFF, 0x7FA5})
+    h16.push_back(static_cast<uint8_t>(h)), h16.push_back(static_cast<uint8_t>(h >> 8));
+  for (const auto& [type, bytes] : {std::pair<int32_t, std::vector<uint8_t>>{0, f32}, {1, h16}, {30, h16}}) {
+    const uint64_t elems = bytes.size() / (type == 0 ? 4 : 2);
+    std::vector<float> want(elems), got(elems);
+    std::string error;
+    ASSERT_TRUE(ggml_dequantize(type, bytes, want, error)) << error;
+    ASSERT_TRUE(be_->ggml_to_f32(type, bytes, got, error)) << error;
+    for (uint64_t i = 0; i < elems; ++i)
+      ASSERT_EQ(bits(got[i]), bits(want[i])) << "type " << type << " element " << i << std::hex << ": device "
+                                             << bits(got[i]) << " vs CPU " << bits(want[i]);
+  }
+}
+
+// Calls from many threads at once (the verifier's jobs): the GPU backend runs them on its
+// lanes (more threads than lanes: some wait), small calls through the pinned staging and
+// calls whose output exceeds it (4.5M f32 > 16 MiB) through pageable copies; every
+// result must equal the CPU reference, as one call at a time does.
+TEST_P(Backend, CallsFromManyThreadsAtOnceEqualTheCpuDequant) {
+  ASSERT_TRUE(be_->concurrent());
+  struct Case {
+    int32_t type;
+    uint64_t blocks;
+  };
+  const std::vector<Case> cases = {{8, 1}, {21, 1000}, {14, 333}, {8, 140000}, {21, 17600}, {14, 7}, {1, 12345}};
+  std::vector<std::string> failures(8);
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 8; ++th) {
+    threads.emplace_back([&, th] {
+      std::mt19937_64 rng(1000 + th);
+      std::uniform_int_distribution<int> byte(0, 255);
+      for (size_t i = 0; i < cases.size() && failures[th].empty(); ++i) {
+        const Case& c = cases[(i + th) % cases.size()];
+        const GgmlTypeInfo* info = ggml_type_info(c.type);
+        std::vector<uint8_t> data(c.blocks * info->type_size);
+        for (auto& b : data) b = static_cast<uint8_t>(byte(rng));
+        std::vector<float> want(c.blocks * info->block_size), got(want.size());
+        std::string error;
+        if (!ggml_dequantize(c.type, data, want, error) || !be_->ggml_to_f32(c.type, data, got, error)) {
+          failures[th] = error;
+          break;
+        }
+        if (std::memcmp(want.data(), got.data(), 4 * want.size()) != 0)
+          failures[th] = std::string(info->name) + " x" + std::to_string(c.blocks) + " differs";
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int th = 0; th < 8; ++th) EXPECT_EQ(failures[th], "") << "thread " << th;
 }
 
 TEST_P(Backend, UnsupportedTypesAreAnErrorNotGarbage) {

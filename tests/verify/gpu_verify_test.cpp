@@ -201,6 +201,25 @@ TEST_P(GpuVerify, RepackOfQwen3nextTinyPassesAndAFlippedBlobByteFails) {
       << r.out;
 }
 
+// The pack's validation runs beside the decode jobs; when it finds the pack unusable (here
+// a reference that is not the pack's source: its SHA-256 differs), the report holds the
+// validation's findings alone, as when the validation ran first and no job ran.
+TEST_P(GpuVerify, APackWithTheWrongReferenceReportsTheValidationOnly) {
+  const std::string pack = tmp_.str("pack");
+  ASSERT_EQ(run_ckpt("repack-experts -q " + shell_quote(fixture("ggml/qwen3next-tiny.gguf")) + " " + shell_quote(pack))
+                .exit_code,
+            0);
+  auto src = test::read_file(fixture("ggml/qwen3next-tiny.gguf"));
+  src[src.size() / 2] ^= 0x10;
+  const std::string other = tmp_.str("other.gguf");
+  test::write_file(other, src);
+  auto r = verify(pack, other);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("PACK_SOURCE_SHA256"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ggml_dequant"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("VERIFY_"), std::string::npos) << r.out;
+}
+
 TEST_P(GpuVerify, GgufFileDequantizesEqually) {
   auto r = verify(fixture("ggml/qwen3next-tiny.gguf"), "");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -258,6 +277,78 @@ TEST_P(GpuVerify, AnFp8WeightWithoutItsScaleIsAnErrorNotSkipped) {
   auto r = verify(tmp_.str("m.safetensors"), "");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("1 FP8 tensor is not verified"), std::string::npos) << r.out;
+}
+
+// gpt-oss --experts bf16: X [E, K, R] is X_blocks [E, R, K/32, 16] x X_scales dequantized and
+// transposed; every expert is one device check (2 layers x 2 matrices x 4 experts).
+TEST_P(GpuVerify, GptOssBf16ConversionPassesWithEveryExpertChecked) {
+  const std::string in = fixture("families/gptoss-mxfp4/in"), out = tmp_.str("gptoss");
+  auto c = run_ckpt("convert -q " + shell_quote(in) + " " + shell_quote(out) + " --experts bf16");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto r = verify(out, in, "--json " + shell_quote(tmp_.str("v.json")));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("mxfp4_dequant            16 ok      0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("VERDICT: PASS"), std::string::npos) << r.out;
+  const std::string json = test::read_text(tmp_.str("v.json"));
+  for (const char* t : {"model.layers.0.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj"})
+    for (int e = 0; e < 4; ++e) {
+      const std::string check = std::string("\"check\":\"mxfp4_dequant\",\"tensor\":\"") + t +
+                                "\",\"part\":\"expert " + std::to_string(e) + "\"";
+      EXPECT_NE(json.find(check), std::string::npos) << check << "\n" << json;
+    }
+}
+
+// One flipped byte of OUT's BF16 experts: named to the expert, its [K, R] element, the tensor
+// element and the input row and column, with both values.
+TEST_P(GpuVerify, GptOssFlippedOutputByteIsNamedToTheExpertAndElement) {
+  const std::string in = fixture("families/gptoss-mxfp4/in"), out = tmp_.str("gptoss");
+  ASSERT_EQ(run_ckpt("convert -q " + shell_quote(in) + " " + shell_quote(out) + " --experts bf16").exit_code, 0);
+  const std::string name = "model.layers.1.mlp.experts.down_proj";
+  auto model = test::load_model_checked(out);
+  const ModelTensor* t = model->view.find(name);
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->shape.size(), 3u);
+  const uint64_t k = t->shape[1], rows = t->shape[2], e = 2, kk = 5, rr = 7;  // element [5, 7] of expert 2
+  const uint64_t element = e * k * rows + kk * rows + rr;
+  const auto bytes = test::tensor_bytes(*model, *t);
+  const uint16_t before = static_cast<uint16_t>(bytes[2 * element + 1] << 8 | bytes[2 * element]);
+  model.reset();
+  flip(out, name, 2 * element + 1);  // the high byte
+  char want[160];
+  std::snprintf(want, sizeof want, "vs converted 0x%04x", static_cast<unsigned>(before ^ 0x4000));
+  auto r = verify(out, in);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("VERIFY_MISMATCH"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tensor " + name), std::string::npos) << r.out;
+  const std::string where = "expert 2 element [5, 7] of its [" + std::to_string(k) + ", " + std::to_string(rows) +
+                            "] matrix (tensor element " + std::to_string(element) + "; input " + name +
+                            "_blocks row 7, column 5)";
+  EXPECT_NE(r.out.find(where), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  EXPECT_NE(r.out.find("mxfp4_dequant            15 ok      1 failed"), std::string::npos) << r.out;
+}
+
+// A flipped byte of the reference's blocks: the device and the CPU decode it alike, and the
+// result no longer equals OUT: a mismatch in that expert.
+TEST_P(GpuVerify, GptOssFlippedInputBlockByteIsAMismatch) {
+  const std::string in = tmp_.str("in"), out = tmp_.str("gptoss");
+  test::copy_tree(fixture("families/gptoss-mxfp4/in"), in);
+  ASSERT_EQ(run_ckpt("convert -q " + shell_quote(in) + " " + shell_quote(out) + " --experts bf16").exit_code, 0);
+  const std::string blocks = "model.layers.0.mlp.experts.gate_up_proj_blocks";
+  auto model = test::load_model_checked(in);
+  const ModelTensor* t = model->view.find(blocks);
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->shape.size(), 4u);
+  const uint64_t rows = t->shape[1], k = t->shape[2] * 32, e = 3, row = 10, byte = 4;  // elements 8, 9 of row 10
+  flip(in, blocks, e * rows * k / 2 + row * k / 2 + byte);  // 0x40: the high nibble, element 9
+  auto r = verify(out, in);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("tensor model.layers.0.mlp.experts.gate_up_proj"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("expert 3 element [9, 10] of its [" + std::to_string(k) + ", " + std::to_string(rows) + "]"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(= CPU reference) vs converted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mxfp4_dequant            15 ok      1 failed"), std::string::npos) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GpuVerify, ::testing::Values("emulate", "gpu"),

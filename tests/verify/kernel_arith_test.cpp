@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "decode.h"
+#include "numerics/ggml_tables.h"
+#include "numerics/int8_shift.h"
 
 namespace ckpt::kern {
 namespace {
@@ -143,6 +145,44 @@ TEST(KernelArith, Q6kFourValuesEqualTheReferenceFormula) {
       }
     }
   }
+}
+
+// ggml's kvalues_mxfp4 table (the ggml MXFP4 kernel's) and decode_nibbles4 (the INT8-shift
+// kernels') are the same E2M1 x 2 values, code for code, in every nibble position.
+TEST(KernelArith, GgmlMxfp4TableIsTheE2m1NibbleDecode) {
+  for (unsigned c = 0; c < 16; ++c) {
+    EXPECT_EQ(kvalues_fp4[c], kE2m1LutX2[c]) << c;
+    for (int pos = 0; pos < 4; ++pos)
+      EXPECT_EQ(static_cast<int8_t>(decode_nibbles4(c << (4 * pos), 0) >> (8 * pos)), kvalues_fp4[c]) << c << " " << pos;
+  }
+}
+
+// decode.h's X86Arith spells out what this (x86) host's own binary32 multiply and
+// subtract return, NaN payloads, signs and invalid operations included: the CPU reference's
+// arithmetic, which the kernels reproduce for blocks with a NaN or infinite scale.
+TEST(KernelArith, X86ArithIsTheHostsMultiplyAndSubtract) {
+#if defined(__x86_64__) || defined(__i386__)
+  std::vector<float> v;
+  for (uint32_t w : {0x00000000u, 0x80000000u, 0x3F800000u, 0xBF800000u, 0x00000001u, 0x7F7FFFFFu, 0x7F800000u,
+                     0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFFA5A5A5u, 0x7FFFFFFFu, 0x41200000u,
+                     0xC2F60000u, 0x3E800000u})
+    v.push_back(bits_to_float(w));
+  for (float a : v) {
+    for (float b : v) {
+      volatile float va = a, vb = b;  // computed at run time by the host's SSE unit
+      const float prod = va * vb, diff = va - vb;
+      // Two NaN operands: x86 returns the first, but a compiler may swap a product's operands
+      // (the reference never multiplies two NaNs; its subtraction of two keeps the order).
+      if (!(f32_is_nan(a) && f32_is_nan(b))) {
+        EXPECT_EQ(float_to_bits(X86Arith::mul(a, b)), float_to_bits(prod))
+            << std::hex << float_to_bits(a) << " * " << float_to_bits(b);
+      }
+      EXPECT_EQ(float_to_bits(X86Arith::sub(a, b)), float_to_bits(diff)) << std::hex << float_to_bits(a) << " - " << float_to_bits(b);
+    }
+  }
+#else
+  GTEST_SKIP() << "not an x86 host";
+#endif
 }
 
 }  // namespace
