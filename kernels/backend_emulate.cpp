@@ -43,10 +43,39 @@ const NibbleTable& nibble_table() {
   static const NibbleTable table;
   return table;
 }
-inline Int8x8 decode_word_fast(uint32_t word, unsigned shift) {
-  const uint16_t* t = nibble_table().t[shift & 3];
+inline Int8x8 decode_word_fast(const NibbleTable& table, uint32_t word, unsigned shift) {
+  const uint16_t* t = table.t[shift & 3];
   return Int8x8{t[word & 0xFF] | (uint32_t{t[(word >> 8) & 0xFF]} << 16),
                 t[(word >> 16) & 0xFF] | (uint32_t{t[word >> 24]} << 16)};
+}
+
+// Four outputs of the INT8 GEMM: one row of a against four rows of q (q + j·k), both
+// widened to int16 (exact). dp4a (dot4_i8) adds four exact products to a wrapping int32
+// accumulator, so each output is its products' sum mod 2^32 in any order: kPart at a time
+// in uint32 (a loop the compiler vectorizes, pmaddwd, the row of a loaded once for the
+// four), the same bits as the kernel's chain of dp4a.
+template <uint64_t kPart>
+void dot4_mod32(const int16_t* a, const int16_t* q, uint64_t k, uint32_t* total) {
+  const int16_t *q0 = q, *q1 = q + k, *q2 = q + 2 * k, *q3 = q + 3 * k;
+  uint32_t t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+  for (uint64_t i = 0; i < k; i += kPart) {
+    uint32_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+    for (uint64_t j = 0; j < kPart; ++j) {
+      const int32_t av = a[i + j];
+      p0 += static_cast<uint32_t>(av * q0[i + j]);
+      p1 += static_cast<uint32_t>(av * q1[i + j]);
+      p2 += static_cast<uint32_t>(av * q2[i + j]);
+      p3 += static_cast<uint32_t>(av * q3[i + j]);
+    }
+    t0 += p0;
+    t1 += p1;
+    t2 += p2;
+    t3 += p3;
+  }
+  total[0] = t0;
+  total[1] = t1;
+  total[2] = t2;
+  total[3] = t3;
 }
 
 bool fail(std::string& error, const std::string& why) {
@@ -109,16 +138,28 @@ class EmulatedBackend final : public DecodeBackend {
                          std::span<int8_t> q, std::string& error) override {
     if (!backend_args::int8_shift_ok(tiles.size(), shift2.size(), p, q.size()))
       return fail(error, "decode_int8_shift: bad arguments");
-    const uint64_t groups = (p.rows + 7) / 8, words = tiles.size() / 4;
-    for_units(words / 32, 512, [&](uint64_t tile) {  // a tile's 32 words: one GPU thread each
-      const uint64_t ng = tile % groups, kb = tile / groups;
-      for (uint64_t lane = 0; lane < 32; ++lane) {
-        const uint64_t w = tile * 32 + lane, n = ng * 8 + lane / 4, tid = lane % 4;
-        if (n >= p.rows) continue;
-        const Int8x8 v = decode_word_fast(ld32(tiles.data() + 4 * w), int8_shift_of(shift2.data(), groups, n, kb));
-        int8_t* row = q.data() + n * p.k + kb * 32;
-        std::memcpy(row + 4 * tid, &v.lo, 4);  // little-endian: byte i of the word is element i
-        std::memcpy(row + 16 + 4 * tid, &v.hi, 4);
+    const uint64_t groups = (p.rows + 7) / 8, blocks = p.k / 32;
+    const NibbleTable& table = nibble_table();
+    // A tile's 32 words: one GPU thread each. Any order gives these bytes; this one keeps the
+    // host's caches streaming: units are strips of kStrip tiles (32-blocks kb0..kb0+kStrip of
+    // one row group), the row groups of a strip one after the other, so the reads are kStrip
+    // sequential streams and each row gets kStrip·32 contiguous bytes.
+    constexpr uint64_t kStrip = 8;
+    const uint64_t strips = (blocks + kStrip - 1) / kStrip;
+    for_units(strips * groups, 64, [&](uint64_t unit) {
+      const uint64_t ng = unit % groups, kb0 = (unit / groups) * kStrip;
+      for (uint64_t kb = kb0; kb < std::min(blocks, kb0 + kStrip); ++kb) {
+        const uint64_t tile = kb * groups + ng;
+        for (uint64_t n = ng * 8; n < std::min(p.rows, ng * 8 + 8); ++n) {  // lanes 4(n % 8) .. +3: row n
+          const unsigned shift = int8_shift_of(shift2.data(), groups, n, kb);
+          int8_t* row = q.data() + n * p.k + kb * 32;
+          for (uint64_t tid = 0; tid < 4; ++tid) {
+            const uint64_t w = tile * 32 + (n % 8) * 4 + tid;
+            const Int8x8 v = decode_word_fast(table, ld32(tiles.data() + 4 * w), shift);
+            std::memcpy(row + 4 * tid, &v.lo, 4);  // little-endian: byte i of the word is element i
+            std::memcpy(row + 16 + 4 * tid, &v.hi, 4);
+          }
+        }
       }
     });
     return true;
@@ -147,26 +188,32 @@ class EmulatedBackend final : public DecodeBackend {
     if (!backend_args::gemm_ok(a.size(), a_scale.size(), tiles.size(), shift2.size(), cs.size(), m, p, acc.size(),
                                out.size()))
       return fail(error, "int8_gemm: bad arguments");
+    // The kernel decodes its B fragments from the tiles (decode_int8_shift above, the same
+    // words); here once for the matrix, widened to int16 with the activations (exact), so
+    // the products' loop (dot4_mod32) is the compiler's pmaddwd.
     std::vector<int8_t> q(n * k);
     if (!decode_int8_shift(tiles, shift2, p, q, error)) return false;
-    for_units(m * n, 64, [&](uint64_t rc) {  // one output per thread
-      const uint64_t r = rc / n, c = rc % n;
-      {
-        // dp4a (dot4_i8) adds four exact products to a wrapping int32 accumulator, so the
-        // sum is the products' sum mod 2^32 in any order: 32 at a time in uint32 (a loop
-        // the compiler vectorizes), the same bits as the kernel's chain of dp4a.
-        const int8_t* ar = a.data() + r * k;
-        const int8_t* qr = q.data() + c * k;
-        uint32_t total = 0;
-        for (uint64_t i = 0; i < k; i += 32) {  // k % 32 == 0 (gemm_ok)
-          uint32_t part = 0;
-          for (int j = 0; j < 32; ++j)
-            part += static_cast<uint32_t>(static_cast<int32_t>(ar[i + j]) * static_cast<int32_t>(qr[i + j]));
-          total += part;
+    const std::vector<int16_t> a16(a.begin(), a.end());
+    constexpr uint64_t kCols = 16;
+    for_units((n + kCols - 1) / kCols, 1, [&](uint64_t block) {  // kCols columns x m rows of outputs
+      const uint64_t c0 = block * kCols, cols = std::min(kCols, n - c0);
+      std::vector<int16_t> q16((cols + 3) / 4 * 4 * k, 0);  // whole quads of columns (zero padding)
+      std::copy(q.begin() + c0 * k, q.begin() + (c0 + cols) * k, q16.begin());
+      for (uint64_t r = 0; r < m; ++r) {
+        for (uint64_t c4 = 0; c4 < cols; c4 += 4) {  // one output per thread, four threads at a time
+          uint32_t total[4];
+          if (k % 128 == 0) {
+            dot4_mod32<128>(a16.data() + r * k, q16.data() + c4 * k, k, total);
+          } else {
+            dot4_mod32<32>(a16.data() + r * k, q16.data() + c4 * k, k, total);  // k % 32 == 0 (gemm_ok)
+          }
+          for (uint64_t j = 0; j < std::min<uint64_t>(4, cols - c4); ++j) {
+            const uint64_t c = c0 + c4 + j;
+            const int32_t sum = static_cast<int32_t>(total[j]);
+            if (!acc.empty()) acc[r * n + c] = sum;
+            out[r * n + c] = f32_to_bf16_rne(mul_rn(mul_rn(static_cast<float>(sum), a_scale[r]), cs[c]));
+          }
         }
-        const int32_t sum = static_cast<int32_t>(total);
-        if (!acc.empty()) acc[r * n + c] = sum;
-        out[r * n + c] = f32_to_bf16_rne(mul_rn(mul_rn(static_cast<float>(sum), a_scale[r]), cs[c]));
       }
     });
     return true;

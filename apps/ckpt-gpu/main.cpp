@@ -3,7 +3,6 @@
 // the kernels against a device-to-device copy. Exit codes: 0 pass, 1 mismatch, invalid
 // input or nothing verifiable (0 checks is never a pass), 2 usage, 3 I/O error, 4 no
 // usable GPU (use --backend emulate to run the same kernel arithmetic on the host).
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -36,12 +35,6 @@ struct VerifyArgs {
   bool stats = false;
 };
 
-// Peak resident memory of this process (getrusage; Linux reports KiB).
-uint64_t peak_rss_bytes() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
-}
 
 Outcome run_verify(const VerifyArgs& a) {
   ckpt::InputSet inputs;
@@ -88,7 +81,7 @@ Outcome run_verify(const VerifyArgs& a) {
                  "peak RSS %llu bytes (%.0f MiB)\n",
                  r.seconds, static_cast<unsigned long long>(r.jobs), static_cast<unsigned long long>(r.jobs_in_flight),
                  a.memory_budget.c_str(), static_cast<unsigned long long>(r.input_bytes_decoded),
-                 static_cast<unsigned long long>(peak_rss_bytes()), static_cast<double>(peak_rss_bytes()) / (1 << 20));
+                 static_cast<unsigned long long>(r.peak_rss_bytes), static_cast<double>(r.peak_rss_bytes) / (1 << 20));
   return ckpt::worse(ckpt::outcome_of(r), written);
 }
 

@@ -12,10 +12,10 @@
 #include <filesystem>
 #include <map>
 #include <set>
-#include <sys/resource.h>
 #include <sys/statvfs.h>
 
 #include "plan/config_rewrite.h"
+#include "core/peak_rss.h"
 #include "convert/finalize.h"
 #include "convert/output_dir.h"
 #include "convert/records.h"
@@ -176,12 +176,6 @@ uint64_t free_bytes(const fs::path& out) {
   return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
 }
 
-uint64_t peak_rss() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
-}
-
 bool write_record(const ConvertOptions& o, ShardRecord& rec, ConvertReport& r) {
   rec.partition_index = o.partition.index;
   rec.partition_count = o.partition.count;
@@ -283,7 +277,7 @@ bool write_index_and_config(const LoadedModel& in, const ConvertOptions& o, Conv
 
 void finish(ConvertReport& r, std::chrono::steady_clock::time_point start) {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.peak_rss_bytes = peak_rss();
+  r.peak_rss_bytes = peak_rss_bytes();
 }
 
 uint64_t disk_needed(const ConvertReport& r, const std::vector<bool>& owned, const std::vector<bool>& done,

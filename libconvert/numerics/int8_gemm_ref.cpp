@@ -7,6 +7,7 @@
 
 #include "core/checked_math.h"
 #include "numerics/fp8.h"
+#include "numerics/int8_gemm_avx2.h"
 
 namespace ckpt {
 namespace {
@@ -58,21 +59,60 @@ bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std:
   return true;
 }
 
+namespace {
+
+// One code byte (two elements, low nibble first) at each shift -> the two int8
+// lut_x2[c] << shift as a little-endian pair, built from kE2m1LutX2 once.
+struct PairTable {
+  uint16_t pair[4][256];
+  PairTable() {
+    for (int shift = 0; shift < 4; ++shift)
+      for (int b = 0; b < 256; ++b) {
+        const auto lo = static_cast<uint8_t>(kE2m1LutX2[b & 15] * (1 << shift));
+        const auto hi = static_cast<uint8_t>(kE2m1LutX2[b >> 4] * (1 << shift));
+        pair[shift][b] = static_cast<uint16_t>(lo | (hi << 8));
+      }
+  }
+};
+
+}  // namespace
+
 bool decode_int8_shift(std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
                        const RemapParams& p, std::span<int8_t> q_out) {
+  return decode_int8_shift_isa(ggml_dequant_isa(), mxfp4_slab, shift2_slab, p, q_out);
+}
+
+bool decode_int8_shift_isa(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
+                           const RemapParams& p, std::span<int8_t> q_out) {
   if (p.k == 0 || p.k % kBlock != 0 || p.rows == 0 || !size_is(q_out.size(), p.rows, p.k)) return false;
   if (mxfp4_slab.size() != remap_mxfp4_bytes(p) || shift2_slab.size() != remap_shift2_bytes(p)) return false;
+  if (isa == DequantIsa::avx2 && ggml_dequant_best_isa() == DequantIsa::avx2) {
+    int8_gemm_avx2::decode_int8_shift(mxfp4_slab.data(), shift2_slab.data(), p.rows, p.k, q_out.data());
+    return true;
+  }
+  static const PairTable table;
   const uint64_t groups = ceil_div(p.rows, kRowsPerGroup), blocks = p.k / kBlock;
-  for (uint64_t row = 0; row < p.rows; ++row) {
-    for (uint64_t kb = 0; kb < blocks; ++kb) {
-      const uint8_t* chunk = mxfp4_slab.data() + (kb * groups + row / kRowsPerGroup) * kTileBytes +
-                             (row % kRowsPerGroup) * kBlockBytes;
-      const int scale = 1 << shift_of(shift2_slab, groups, row, kb);
-      int8_t* q = q_out.data() + row * p.k + kb * kBlock;
-      for (uint64_t i = 0; i < kBlockBytes; ++i) {
-        const uint64_t j = kTileSourceByte[i];  // elements 2j (low nibble) and 2j+1 (high)
-        q[2 * j] = static_cast<int8_t>(kE2m1LutX2[chunk[i] & 15] * scale);
-        q[2 * j + 1] = static_cast<int8_t>(kE2m1LutX2[chunk[i] >> 4] * scale);
+  // Tile by tile, each 128-byte tile read once and its 8 rows written 32 bytes each, in strips
+  // of kStrip 32-blocks: for each strip, the row groups in order, so the reads are kStrip
+  // sequential streams and each row gets kStrip·32 contiguous bytes. (Row by row would fetch
+  // every tile 8 times at a stride of G·128 bytes; kb by kb would scatter the writes.)
+  constexpr uint64_t kStrip = 8;
+  for (uint64_t kb0 = 0; kb0 < blocks; kb0 += kStrip) {
+    for (uint64_t g = 0; g < groups; ++g) {
+      const uint64_t rows = std::min(kRowsPerGroup, p.rows - g * kRowsPerGroup);
+      for (uint64_t kb = kb0; kb < std::min(blocks, kb0 + kStrip); ++kb) {
+        const uint8_t* tile = mxfp4_slab.data() + (kb * groups + g) * kTileBytes;
+        for (uint64_t r8 = 0; r8 < rows; ++r8) {
+          const uint64_t row = g * kRowsPerGroup + r8;
+          const uint8_t* chunk = tile + r8 * kBlockBytes;
+          const uint16_t* pair = table.pair[shift_of(shift2_slab, groups, row, kb)];
+          int8_t* q = q_out.data() + row * p.k + kb * kBlock;
+          for (uint64_t i = 0; i < kBlockBytes; ++i) {  // elements 2j (low nibble) and 2j+1 (high)
+            const uint16_t v = pair[chunk[i]];
+            q[2 * kTileSourceByte[i]] = static_cast<int8_t>(v & 0xFF);
+            q[2 * kTileSourceByte[i] + 1] = static_cast<int8_t>(v >> 8);
+          }
+        }
       }
     }
   }
@@ -82,21 +122,70 @@ bool decode_int8_shift(std::span<const uint8_t> mxfp4_slab, std::span<const uint
 bool int8_gemm_bf16(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const int8_t> q,
                     std::span<const float> channel_scale, uint64_t m, uint64_t n, uint64_t k,
                     std::span<int32_t> acc_out, std::span<uint16_t> out_bf16) {
+  return int8_gemm_bf16_isa(ggml_dequant_isa(), a, a_scale, q, channel_scale, m, n, k, acc_out, out_bf16);
+}
+
+bool int8_gemm_bf16_isa(DequantIsa isa, std::span<const int8_t> a, std::span<const float> a_scale,
+                        std::span<const int8_t> q, std::span<const float> channel_scale, uint64_t m, uint64_t n,
+                        uint64_t k, std::span<int32_t> acc_out, std::span<uint16_t> out_bf16) {
   // |acc| <= k·128·128 for any int8 inputs (k·127·96 for quantized activations and decoded
   // weights), which must fit int32.
   constexpr uint64_t kMaxK = INT32_MAX / (128 * 128);
   if (k > kMaxK || !size_is(a.size(), m, k) || !size_is(q.size(), n, k) || a_scale.size() != m) return false;
   if (channel_scale.size() != n || !size_is(out_bf16.size(), m, n)) return false;
   if (!acc_out.empty() && acc_out.size() != out_bf16.size()) return false;
-  for (uint64_t r = 0; r < m; ++r) {
-    const int8_t* ar = a.data() + r * k;
+  if (m == 0 || n == 0) return true;  // empty spans may hold null pointers
+  std::vector<int32_t> own;
+  std::span<int32_t> acc = acc_out;
+  if (acc.empty()) {
+    own.resize(out_bf16.size());
+    acc = own;
+  }
+  if (isa == DequantIsa::avx2 && ggml_dequant_best_isa() == DequantIsa::avx2) {
+    int8_gemm_avx2::int32_gemm(a.data(), q.data(), m, n, k, acc.data());
+  } else {
+    for (uint64_t r = 0; r < m; ++r) {
+      const int8_t* ar = a.data() + r * k;
+      for (uint64_t c = 0; c < n; ++c) {
+        const int8_t* qc = q.data() + c * k;
+        int32_t sum = 0;
+        for (uint64_t i = 0; i < k; ++i) sum += int32_t(ar[i]) * int32_t(qc[i]);
+        acc[r * n + c] = sum;
+      }
+    }
+  }
+  // The epilogue (spec §5), one path for both ISAs: fp32 left to right, then BF16 RNE.
+  for (uint64_t r = 0; r < m; ++r)
     for (uint64_t c = 0; c < n; ++c) {
-      const int8_t* qc = q.data() + c * k;
-      int32_t acc = 0;
-      for (uint64_t i = 0; i < k; ++i) acc += int32_t(ar[i]) * int32_t(qc[i]);
-      if (!acc_out.empty()) acc_out[r * n + c] = acc;
-      const float scaled = (static_cast<float>(acc) * a_scale[r]) * channel_scale[c];
+      const float scaled = (static_cast<float>(acc[r * n + c]) * a_scale[r]) * channel_scale[c];
       out_bf16[r * n + c] = bf16_from_float_rne(scaled);
+    }
+  return true;
+}
+
+bool gemm_f64(std::span<const float> x, std::span<const float> w, uint64_t m, uint64_t n, uint64_t k,
+              std::span<double> y) {
+  return gemm_f64_isa(ggml_dequant_isa(), x, w, m, n, k, y);
+}
+
+bool gemm_f64_isa(DequantIsa isa, std::span<const float> x, std::span<const float> w, uint64_t m, uint64_t n,
+                  uint64_t k, std::span<double> y) {
+  if (!size_is(x.size(), m, k) || !size_is(w.size(), n, k) || !size_is(y.size(), m, n)) return false;
+  if (m == 0 || n == 0) return true;
+  if (isa == DequantIsa::avx2 && ggml_dequant_best_isa() == DequantIsa::avx2) {
+    int8_gemm_avx2::f64_gemm(x.data(), w.data(), m, n, k, y.data());
+    return true;
+  }
+  for (uint64_t r = 0; r < m; ++r) {
+    const float* xr = x.data() + r * k;
+    for (uint64_t c = 0; c < n; ++c) {
+      const float* wc = w.data() + c * k;
+      double lane[4] = {0, 0, 0, 0};
+      for (uint64_t i = 0; i < k; ++i) {
+        const double p = static_cast<double>(xr[i]) * static_cast<double>(wc[i]);
+        lane[i % 4] += p;
+      }
+      y[r * n + c] = (lane[0] + lane[1]) + (lane[2] + lane[3]);
     }
   }
   return true;

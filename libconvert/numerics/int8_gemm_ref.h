@@ -4,11 +4,17 @@
 // in the same order), so tests and the GPU runner can compare outputs byte for byte.
 //
 // Every function is pure and never throws; a size mismatch returns false and writes nothing.
+//
+// The decode, the GEMM and the double-precision product have AVX2 loops (int8_gemm_avx2.cpp) picked at
+// run time by the process's one ISA choice, ggml_dequant_isa() (numerics/ggml_dequant.h:
+// AVX2 when the CPU has it, CKPT_DEQUANT_ISA=scalar forces the scalar loops); both ISAs give
+// the same bits (tests/numerics/int8_gemm_ref_test.cpp, Int8GemmIsa.*).
 #pragma once
 
 #include <cstdint>
 #include <span>
 
+#include "numerics/ggml_dequant.h"
 #include "numerics/int8_shift.h"
 
 namespace ckpt {
@@ -27,6 +33,8 @@ bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std:
 // has the wrong size.
 bool decode_int8_shift(std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
                        const RemapParams& p, std::span<int8_t> q_out);
+bool decode_int8_shift_isa(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
+                           const RemapParams& p, std::span<int8_t> q_out);
 
 // acc[r][c] = Σ_k a[r][k]·q[c][k] in int32 (a [m, k], q [n, k]);
 // out_bf16[r][c] = bf16_rne((float(acc) · a_scale[r]) · channel_scale[c]) in fp32, left to right.
@@ -35,5 +43,19 @@ bool decode_int8_shift(std::span<const uint8_t> mxfp4_slab, std::span<const uint
 bool int8_gemm_bf16(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const int8_t> q,
                     std::span<const float> channel_scale, uint64_t m, uint64_t n, uint64_t k,
                     std::span<int32_t> acc_out, std::span<uint16_t> out_bf16);
+// The same on an explicit ISA (clamped to what the CPU runs): the tests compare the two.
+bool int8_gemm_bf16_isa(DequantIsa isa, std::span<const int8_t> a, std::span<const float> a_scale,
+                        std::span<const int8_t> q, std::span<const float> channel_scale, uint64_t m, uint64_t n,
+                        uint64_t k, std::span<int32_t> acc_out, std::span<uint16_t> out_bf16);
+
+// y[r][c] = Σ_i x[r][i]·w[c][i] in double (x [m, k], w [n, k] fp32; every product exact),
+// summed in one fixed order, whatever the ISA or the caller's split of rows and columns:
+// four lanes, lane j (0..3) the terms i ≡ j (mod 4) added in rising i to 0.0 (one IEEE
+// multiply and one IEEE add each, no FMA), then y = (lane0 + lane1) + (lane2 + lane3).
+// False on a size mismatch.
+bool gemm_f64(std::span<const float> x, std::span<const float> w, uint64_t m, uint64_t n, uint64_t k,
+              std::span<double> y);
+bool gemm_f64_isa(DequantIsa isa, std::span<const float> x, std::span<const float> w, uint64_t m, uint64_t n,
+                  uint64_t k, std::span<double> y);
 
 }  // namespace ckpt

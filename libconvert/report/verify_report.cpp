@@ -26,6 +26,7 @@ std::string verify_report_json(const VerifyReport& r) {
   w.key("input_bytes_decoded").value(r.input_bytes_decoded);
   w.key("max_rel_l2").value(r.max_rel_l2);
   w.key("seconds").value(r.seconds);
+  w.key("peak_rss_bytes").value(r.peak_rss_bytes);
   w.end_object();
   w.key("checks").begin_array();
   for (const auto& c : r.checks) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -19,6 +20,7 @@
 
 #include "plan/plan.h"
 #include "core/ggml_types.h"
+#include "core/peak_rss.h"
 #include "formats/loader.h"
 #include "numerics/fp8.h"
 #include "numerics/ggml_dequant.h"
@@ -159,6 +161,44 @@ std::optional<uint64_t> first_index(uint64_t n, Bad bad) {
       },
       [](uint64_t a, uint64_t b) { return std::min(a, b); });
   return first == kNone ? std::nullopt : std::optional<uint64_t>(first);
+}
+
+// Runs fn(c0, cols, blocks...) for blocks of the columns of m x n row-major outputs on all
+// cores: each block computes into its own m x cols buffers (one per output), copied into
+// the outputs' columns [c0, c0 + cols). Every output element is computed by one call.
+template <class Fn, class... T>
+void for_column_blocks(uint64_t m, uint64_t n, Fn fn, std::vector<T>&... outputs) {
+  constexpr uint64_t kCols = 64;
+  tbb::parallel_for(tbb::blocked_range<uint64_t>(0, (n + kCols - 1) / kCols, 1), [&](const tbb::blocked_range<uint64_t>& r) {
+    for (uint64_t b = r.begin(); b < r.end(); ++b) {
+      const uint64_t c0 = b * kCols, cols = std::min(kCols, n - c0);
+      std::tuple<std::vector<T>...> blocks{std::vector<T>(m * cols)...};
+      std::apply([&](auto&... blk) { fn(c0, cols, std::span(blk)...); }, blocks);
+      auto scatter = [&](const auto& blk, auto& out) {
+        for (uint64_t row = 0; row < m; ++row)
+          std::copy_n(blk.begin() + row * cols, cols, out.begin() + row * n + c0);
+      };
+      std::apply([&](const auto&... blk) { (scatter(blk, outputs), ...); }, blocks);
+    }
+  });
+}
+
+// The original MXFP4 weight of every (scale byte b, code c): lut_x2[c] · 2^(b − 128) in
+// double, then to float (exact, subnormals included, or infinite beyond binary32); code 8
+// is −0. A table, built once: the per-element products (some subnormal) were the cost.
+struct Mxfp4ValueTable {
+  float v[256][16];
+  Mxfp4ValueTable() {
+    for (int b = 0; b < 256; ++b)
+      for (int c = 0; c < 16; ++c) {
+        const double mag = std::ldexp(std::abs(static_cast<double>(kE2m1LutX2[c])), b - 128);
+        v[b][c] = static_cast<float>((c & 8) ? -mag : mag);
+      }
+  }
+};
+const Mxfp4ValueTable& mxfp4_value_table() {
+  static const Mxfp4ValueTable table;
+  return table;
 }
 
 // The shared state of one verification and the helpers every mode uses.
@@ -681,14 +721,12 @@ class CheckpointVerifier : public Verifier {
     std::vector<uint16_t> out_dev(m * n), out_cpu(m * n);
     if (!be_.int8_gemm(a_dev, s_dev, got.mxfp4, got.shift2, cs, m, p, acc_dev, out_dev, error))
       return void(backend_failed(gc, file, error));
-    // Rows of the product are independent: the CPU reference runs them on all cores.
-    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, m, 1), [&](const tbb::blocked_range<uint64_t>& rr) {
-      const uint64_t r0 = rr.begin(), rows = rr.end() - rr.begin();
-      int8_gemm_bf16(std::span<const int8_t>(a_cpu).subspan(r0 * k, rows * k),
-                     std::span<const float>(s_cpu).subspan(r0, rows), q_cpu, cs, rows, n, k,
-                     std::span<int32_t>(acc_cpu).subspan(r0 * n, rows * n),
-                     std::span<uint16_t>(out_cpu).subspan(r0 * n, rows * n));
-    });
+    // Columns of the product are independent: the CPU reference runs blocks of them on all
+    // cores (a block's weight rows stay in cache for every token).
+    for_column_blocks(m, n, [&](uint64_t c0, uint64_t cols, std::span<int32_t> acc, std::span<uint16_t> out) {
+      int8_gemm_bf16(a_cpu, s_cpu, std::span<const int8_t>(q_cpu).subspan(c0 * k, cols * k),
+                     std::span<const float>(cs).subspan(c0, cols), m, cols, k, acc, out);
+    }, acc_cpu, out_cpu);
     if (auto i = first_difference<int32_t>(acc_dev, acc_cpu)) {
       return mismatch(gc, file, std::nullopt,
                       part + " output [" + std::to_string(*i / n) + ", " + std::to_string(*i % n) +
@@ -701,39 +739,13 @@ class CheckpointVerifier : public Verifier {
                           hex(out_dev[*i], 4) + " vs CPU " + hex(out_cpu[*i], 4));
     }
     if (!w_orig) return;
-    // y = x W^T with the original (MXFP4-dequantized) weights, in double: every output on
-    // any core, then the sums in the one fixed order (the same value whatever the threads).
-    // Four columns at a time: four independent sums, each in its own order i = 0..k-1.
+    // y = x W^T with the original (MXFP4-dequantized) weights, in double, every output summed
+    // in gemm_f64's one fixed order (four lanes by i mod 4, then (l0 + l1) + (l2 + l3)), so
+    // the value is the same whatever the threads, the ISA or the column blocks.
     std::vector<double> ys(m * n);
-    const uint64_t quads = (n + 3) / 4;
-    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, m * quads, 16), [&](const tbb::blocked_range<uint64_t>& rr) {
-      for (uint64_t rq = rr.begin(); rq < rr.end(); ++rq) {
-        const uint64_t r = rq / quads, c0 = (rq % quads) * 4, cols = std::min<uint64_t>(4, n - c0);
-        const float* xr = x.data() + r * k;
-        if (cols == 4) {
-          const float *w0 = w_orig->data() + c0 * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
-          double y0 = 0, y1 = 0, y2 = 0, y3 = 0;
-          for (uint64_t i = 0; i < k; ++i) {
-            const double xi = xr[i];
-            y0 += xi * w0[i];
-            y1 += xi * w1[i];
-            y2 += xi * w2[i];
-            y3 += xi * w3[i];
-          }
-          ys[r * n + c0] = y0;
-          ys[r * n + c0 + 1] = y1;
-          ys[r * n + c0 + 2] = y2;
-          ys[r * n + c0 + 3] = y3;
-          continue;
-        }
-        for (uint64_t col = c0; col < c0 + cols; ++col) {
-          double y = 0;
-          const float* wr = w_orig->data() + col * k;
-          for (uint64_t i = 0; i < k; ++i) y += static_cast<double>(xr[i]) * wr[i];
-          ys[r * n + col] = y;
-        }
-      }
-    });
+    for_column_blocks(m, n, [&](uint64_t c0, uint64_t cols, std::span<double> y) {
+      gemm_f64(x, std::span<const float>(*w_orig).subspan(c0 * k, cols * k), m, cols, k, y);
+    }, ys);
     double num = 0, den = 0;
     for (uint64_t rc = 0; rc < m * n; ++rc) {
       const double y = ys[rc], d = bf16_value(out_dev[rc]) - y;
@@ -841,10 +853,10 @@ class CheckpointVerifier : public Verifier {
       std::string error;
       if (!be_.mxfp4_to_f32(part.weight, part.scale, part.rows, p.k, dst, error)) return backend_failed(c, file, error);
       r_.input_bytes_decoded += part.weight.size() + part.scale.size();
+      const Mxfp4ValueTable& values = mxfp4_value_table();
       auto want_of = [&](uint64_t i) {
         const uint8_t byte = part.weight[i / 2], code = (i % 2) ? byte >> 4 : byte & 15;
-        const double mag = std::ldexp(std::abs(static_cast<double>(kE2m1LutX2[code])), part.scale[i / 32] - 128);
-        return static_cast<float>((code & 8) ? -mag : mag);  // code 8 is -0
+        return values.v[part.scale[i / 32]][code];
       };
       if (auto bad = first_index(dst.size(), [&](uint64_t i) { return f32_bits(want_of(i)) != f32_bits(dst[i]); })) {
         const uint64_t i = *bad;
@@ -1254,6 +1266,7 @@ VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const 
   }
   report_nothing_verified(r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.peak_rss_bytes = peak_rss_bytes();
   return r;
 }
 

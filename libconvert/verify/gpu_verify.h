@@ -75,6 +75,7 @@ struct VerifyReport {
   uint64_t input_bytes_decoded = 0;
   double max_rel_l2 = 0;
   double seconds = 0;
+  uint64_t peak_rss_bytes = 0;  // the process's, when the report was made (measured, like seconds)
   uint64_t jobs = 0;            // units of work (tensors, experts, parts)
   uint64_t jobs_in_flight = 0;  // the most that ran at once
   uint64_t failed() const;

@@ -268,5 +268,155 @@ TEST(Int8GemmRef, OracleWeightsExactAccumulatorsAndBoundedError) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The AVX2 loops against the scalar ones (the same function), and both against independent
+// sums written here.
+
+bool cpu_runs_avx2() { return ggml_dequant_best_isa() == DequantIsa::avx2; }
+
+// Fills a [m, k] and q [n, k] by pattern: 0 random, 1 all −128, 2 all 127, 3 a −128 / q 127,
+// 4 alternating −128 / 127 (a) against 127 / −128 (q).
+void fill(int pattern, std::mt19937_64& rng, std::vector<int8_t>& a, std::vector<int8_t>& q) {
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = pattern == 0 ? int8_t(rng()) : pattern == 1 || pattern == 3 ? int8_t(-128) : pattern == 2 ? int8_t(127)
+                                                                                    : int8_t(i % 2 ? 127 : -128);
+  for (size_t i = 0; i < q.size(); ++i)
+    q[i] = pattern == 0 ? int8_t(rng()) : pattern == 1 ? int8_t(-128) : pattern == 2 || pattern == 3 ? int8_t(127)
+                                                                                    : int8_t(i % 2 ? -128 : 127);
+}
+
+TEST(Int8GemmIsa, Avx2AccumulatorsAndBf16EqualTheScalarLoopsAndAnInt64Sum) {
+  if (!cpu_runs_avx2()) GTEST_SKIP() << "this CPU has no AVX2: only the scalar path runs here";
+  std::mt19937_64 rng(20261201);
+  struct Size {
+    uint64_t m, n, k;
+  };
+  // m = 1 and odd m / n (the 1-row and 1-column tiles), k multiples of 32 around the 16-wide
+  // steps, k with a scalar tail, and the largest k whose accumulators fit int32.
+  const std::vector<Size> sizes = {{1, 1, 32},  {1, 7, 32},  {2, 4, 64},  {3, 5, 96},   {1, 9, 2048}, {5, 17, 128},
+                                   {4, 8, 256}, {7, 3, 160}, {2, 1, 8},   {3, 6, 37},   {1, 1, 1},    {64, 33, 512},
+                                   {1, 5, 131040}};
+  for (const Size& z : sizes) {
+    for (int pattern = 0; pattern < 5; ++pattern) {
+      SCOPED_TRACE(testing::Message() << "m " << z.m << " n " << z.n << " k " << z.k << " pattern " << pattern);
+      std::vector<int8_t> a(z.m * z.k), q(z.n * z.k);
+      fill(pattern, rng, a, q);
+      std::vector<float> as(z.m), cs(z.n);
+      for (float& v : as) v = std::ldexp(float(rng() % 1000 + 1), -int(rng() % 20));
+      for (float& v : cs) v = std::ldexp(float(rng() % 1000 + 1), -int(rng() % 20));
+      std::vector<int32_t> acc_s(z.m * z.n), acc_v(z.m * z.n);
+      std::vector<uint16_t> out_s(z.m * z.n), out_v(z.m * z.n), out_v_no_acc(z.m * z.n);
+      ASSERT_TRUE(int8_gemm_bf16_isa(DequantIsa::scalar, a, as, q, cs, z.m, z.n, z.k, acc_s, out_s));
+      ASSERT_TRUE(int8_gemm_bf16_isa(DequantIsa::avx2, a, as, q, cs, z.m, z.n, z.k, acc_v, out_v));
+      ASSERT_TRUE(int8_gemm_bf16_isa(DequantIsa::avx2, a, as, q, cs, z.m, z.n, z.k, {}, out_v_no_acc));
+      for (uint64_t r = 0; r < z.m; ++r)
+        for (uint64_t c = 0; c < z.n; ++c) {
+          int64_t want = 0;
+          for (uint64_t i = 0; i < z.k; ++i) want += int64_t(a[r * z.k + i]) * q[c * z.k + i];
+          const uint64_t o = r * z.n + c;
+          ASSERT_EQ(acc_s[o], want) << "scalar [" << r << ", " << c << "]";
+          ASSERT_EQ(acc_v[o], want) << "avx2 [" << r << ", " << c << "]";
+          ASSERT_EQ(out_v[o], out_s[o]) << "[" << r << ", " << c << "]";
+          ASSERT_EQ(out_v_no_acc[o], out_s[o]) << "[" << r << ", " << c << "]";
+          ASSERT_EQ(out_s[o], bf16_from_float_rne((float(want) * as[r]) * cs[c]));
+        }
+      if (z.k == 131040 && pattern == 1) {
+        EXPECT_EQ(acc_v[0], 131040 * 16384);  // 2^31 − 524288
+      }
+    }
+  }
+  // The default entry point takes the process's ISA and gives the same bits.
+  std::vector<int8_t> a(3 * 64), q(5 * 64);
+  fill(0, rng, a, q);
+  const std::vector<float> as(3, 0.5f), cs(5, 0.25f);
+  std::vector<int32_t> acc_d(15), acc_s(15);
+  std::vector<uint16_t> out_d(15), out_s(15);
+  ASSERT_TRUE(int8_gemm_bf16(a, as, q, cs, 3, 5, 64, acc_d, out_d));
+  ASSERT_TRUE(int8_gemm_bf16_isa(DequantIsa::scalar, a, as, q, cs, 3, 5, 64, acc_s, out_s));
+  EXPECT_EQ(acc_d, acc_s);
+  EXPECT_EQ(out_d, out_s);
+}
+
+TEST(Int8GemmIsa, DecodeOnBothIsasEqualsTheNaiveDecode) {
+  std::mt19937_64 rng(99);
+  struct Size {
+    uint64_t rows, k;
+  };
+  // Partial row groups, strips of 8 32-blocks with a remainder, and every byte value at
+  // every tile position (pattern 1) with every shift.
+  const std::vector<Size> sizes = {{1, 32}, {7, 64}, {8, 32}, {13, 288}, {33, 1056}, {64, 512}, {16, 8192}};
+  for (const Size& z : sizes) {
+    for (int pattern = 0; pattern < 2; ++pattern) {
+      SCOPED_TRACE(testing::Message() << "rows " << z.rows << " k " << z.k << " pattern " << pattern);
+      const RemapParams p{z.rows, z.k, 3, RemapRounding::half_away};
+      std::vector<uint8_t> mx(remap_mxfp4_bytes(p)), sh(remap_shift2_bytes(p));
+      for (size_t i = 0; i < mx.size(); ++i) mx[i] = pattern == 0 ? uint8_t(rng()) : uint8_t(i * 7 + i / 128);
+      for (size_t i = 0; i < sh.size(); ++i) sh[i] = pattern == 0 ? uint8_t(rng()) : uint8_t(i * 0x1B);
+      const std::vector<int> want = naive_decode(mx.data(), sh.data(), z.rows, z.k);
+      for (DequantIsa isa : {DequantIsa::scalar, DequantIsa::avx2}) {
+        if (isa == DequantIsa::avx2 && !cpu_runs_avx2()) continue;
+        std::vector<int8_t> q(z.rows * z.k, 55);
+        ASSERT_TRUE(decode_int8_shift_isa(isa, mx, sh, p, q));
+        for (size_t i = 0; i < q.size(); ++i)
+          ASSERT_EQ(q[i], want[i]) << (isa == DequantIsa::avx2 ? "avx2" : "scalar") << " row " << i / z.k << " column "
+                                   << i % z.k;
+      }
+    }
+  }
+}
+
+// gemm_f64's documented order written out here: lane i % 4, rising i, (l0 + l1) + (l2 + l3).
+double fixed_order_dot(const float* x, const float* w, uint64_t k) {
+  double lane[4] = {0, 0, 0, 0};
+  for (uint64_t i = 0; i < k; ++i) {
+    const volatile double p = double(x[i]) * double(w[i]);  // no contraction into an FMA
+    lane[i % 4] = lane[i % 4] + p;
+  }
+  const double lo = lane[0] + lane[1], hi = lane[2] + lane[3];
+  return lo + hi;
+}
+
+TEST(Int8GemmIsa, DoubleProductHasOneFixedOrderOnEveryIsa) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  struct Size {
+    uint64_t m, n, k;
+  };
+  const std::vector<Size> sizes = {{1, 1, 1}, {1, 1, 3}, {1, 4, 4}, {2, 5, 37}, {3, 9, 64}, {1, 7, 2048}, {5, 6, 130}};
+  for (const Size& z : sizes) {
+    SCOPED_TRACE(testing::Message() << "m " << z.m << " n " << z.n << " k " << z.k);
+    std::vector<float> x(z.m * z.k), w(z.n * z.k);
+    // Wide magnitudes, so that a different summation order would round differently.
+    for (float& v : x) v = std::ldexp(dist(rng), int(rng() % 40) - 20);
+    for (float& v : w) v = std::ldexp(dist(rng), int(rng() % 40) - 20);
+    std::vector<double> ys(z.m * z.n), yv(z.m * z.n), yd(z.m * z.n);
+    ASSERT_TRUE(gemm_f64_isa(DequantIsa::scalar, x, w, z.m, z.n, z.k, ys));
+    ASSERT_TRUE(gemm_f64(x, w, z.m, z.n, z.k, yd));
+    if (cpu_runs_avx2()) {
+      ASSERT_TRUE(gemm_f64_isa(DequantIsa::avx2, x, w, z.m, z.n, z.k, yv));
+    }
+    for (uint64_t r = 0; r < z.m; ++r)
+      for (uint64_t c = 0; c < z.n; ++c) {
+        const uint64_t o = r * z.n + c;
+        const double want = fixed_order_dot(x.data() + r * z.k, w.data() + c * z.k, z.k);
+        ASSERT_EQ(std::bit_cast<uint64_t>(ys[o]), std::bit_cast<uint64_t>(want)) << "scalar [" << r << ", " << c << "]";
+        ASSERT_EQ(std::bit_cast<uint64_t>(yd[o]), std::bit_cast<uint64_t>(want)) << "default [" << r << ", " << c << "]";
+        if (cpu_runs_avx2()) {
+          ASSERT_EQ(std::bit_cast<uint64_t>(yv[o]), std::bit_cast<uint64_t>(want)) << "avx2 [" << r << ", " << c << "]";
+        }
+      }
+    // One column block at a time (as verify splits the work): the same numbers.
+    for (uint64_t c = 0; c < z.n; ++c) {
+      std::vector<double> col(z.m);
+      ASSERT_TRUE(gemm_f64(x, std::span<const float>(w).subspan(c * z.k, z.k), z.m, 1, z.k, col));
+      for (uint64_t r = 0; r < z.m; ++r) ASSERT_EQ(std::bit_cast<uint64_t>(col[r]), std::bit_cast<uint64_t>(yd[r * z.n + c]));
+    }
+  }
+  std::vector<float> x(8), w(8);
+  std::vector<double> y(1);
+  EXPECT_FALSE(gemm_f64(x, w, 1, 1, 4, y));  // sizes do not match
+  EXPECT_FALSE(gemm_f64(x, w, 2, 2, 4, std::span<double>(y)));
+}
+
 }  // namespace
 }  // namespace ckpt

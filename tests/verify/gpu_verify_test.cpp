@@ -104,6 +104,10 @@ TEST_P(GpuVerify, Int8ShiftConversionOfDsv4TinyPasses) {
   EXPECT_NE(r.out.find("max relative L2 error"), std::string::npos) << r.out;
   const std::string json = test::read_text(tmp_.str("v.json"));
   EXPECT_NE(json.find("\"verdict\":\"pass\""), std::string::npos);
+  // The process's peak RSS is in the summary (measured, like seconds): a positive byte count.
+  const size_t at = json.find("\"peak_rss_bytes\":");
+  ASSERT_NE(at, std::string::npos) << json;
+  EXPECT_GT(std::stoull(json.substr(at + 17)), 1u << 20) << json.substr(at, 40);
 }
 
 TEST_P(GpuVerify, Bf16ConversionOfDsv4TinyPassesAndAFlippedExpertByteFails) {
