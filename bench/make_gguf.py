@@ -5,7 +5,8 @@ Usage: make_gguf.py OUT.gguf [LAYERS] [EXPERTS]
 Per layer: ffn_gate_exps / ffn_up_exps IQ3_S ne {2048, 512, E} (880 B rows, 450,560 B per
 expert: not a multiple of 4096), ffn_down_exps Q4_K ne {512, 2048, E} (589,824 B per expert),
 F32 norms, a router, and blk.N.ssm_a (F32, -exp(A_log), all < 0) on recurrent layers; plus a
-Q8_0 token_embd. Payload bytes are random: the repacker copies them without decoding.
+Q8_0 token_embd. Payload bytes are random: the repacker copies them without decoding
+(BENCH_GGUF_FINITE=1: with every f16 scale finite, as in real files).
 Defaults (16 layers x 64 experts) give about 1.5 GB. Layout rules: gguf.md §1-§2.
 """
 import math
@@ -18,6 +19,9 @@ ALIGN = 32
 N_EMBD, N_FF, N_VOCAB = 2048, 512, 32768
 GGML = {"F32": (0, 1, 4), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "IQ3_S": (21, 256, 110)}
 GGUF_STRING, GGUF_UINT32 = 8, 4
+# BENCH_GGUF_FINITE=1: every f16 scale finite (byte offsets of the scales in each block).
+FINITE_SCALES = os.environ.get("BENCH_GGUF_FINITE") == "1"
+SCALE_FIELDS = {"Q8_0": [0], "Q4_K": [0, 2], "IQ3_S": [0]}
 
 
 def gguf_string(s: str) -> bytes:
@@ -78,6 +82,17 @@ def payload(name: str, type_name: str, size: int, rng: random.Random):
         yield struct.pack(f"<{size // 4}f", *(-math.exp(rng.uniform(-3, 2)) for _ in range(size // 4)))
     elif type_name == "F32":
         yield struct.pack(f"<{size // 4}f", *(rng.uniform(-1, 1) for _ in range(size // 4)))
+    elif FINITE_SCALES:
+        # Random blocks whose f16 scales are finite, as in real files (exponent < 31).
+        _, block, bsize = GGML[type_name]
+        per = (16 << 20) // bsize
+        for start in range(0, size, per * bsize):
+            n = min(per * bsize, size - start)
+            b = bytearray(os.urandom(n))
+            for off in SCALE_FIELDS[type_name]:
+                hi = off + 1
+                b[hi::bsize] = bytes(x & 0xBB for x in b[hi::bsize])
+            yield bytes(b)
     else:
         chunk = 16 << 20
         for start in range(0, size, chunk):

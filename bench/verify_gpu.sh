@@ -68,6 +68,9 @@ done
 GGUF="$DATA/vg.gguf"
 [ -f "$GGUF" ] || python3 "$HERE/make_gguf.py" "$GGUF" "$LAYERS" 64 > /dev/null
 measure gguf "$GGUF" -- "$GGUF"
+# The same without the device digest: every f32 back to the host and compared (the old way).
+measure gguf-full "$GGUF" -- --full-compare "$GGUF"
 rm -rf "$DATA/vg-pack"
 "$BIN/ckpt" repack-experts --quiet "$GGUF" "$DATA/vg-pack" > /dev/null
 measure expert-pack "$GGUF" $(find "$DATA/vg-pack" -type f) -- --reference "$GGUF" "$DATA/vg-pack"
+measure pack-full "$GGUF" $(find "$DATA/vg-pack" -type f) -- --full-compare --reference "$GGUF" "$DATA/vg-pack"

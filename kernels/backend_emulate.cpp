@@ -9,6 +9,7 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
 
 #include "decode.h"
 #include "numerics/ggml_tables.h"
@@ -230,6 +231,32 @@ class EmulatedBackend final : public DecodeBackend {
       for (uint32_t u = 0; u < units; ++u)
         ggml_decode_unit(type, blocks.data() + b * shape.bytes, u, out.data() + b * shape.elems + u * unit, t);
     });
+    return true;
+  }
+  // The device's digest: the decode above, then decode.h's per-element terms summed
+  // (mod 2^64, any order), independent of the CPU's block-wise sums in numerics/.
+  bool has_ggml_digest() const override { return true; }
+  bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
+                   std::string& error) override {
+    const GgmlBlockShape shape = ggml_gpu_block(type);
+    if (shape.elems == 0) return fail(error, "unsupported type id " + std::to_string(type) + " for the GPU kernels");
+    const uint64_t elems = blocks.size() / shape.bytes * shape.elems;
+    if (blocks.size() % shape.bytes || elems > kDigestMaxElems) return fail(error, "ggml_digest: bad arguments");
+    std::vector<float> y(elems);
+    if (!ggml_to_f32(type, blocks, y, error)) return false;
+    const DigestTables t{w.inner_a.data(), w.inner_b.data(), w.outer_a.data(), w.outer_b.data()};
+    const DigestTerms sum = tbb::parallel_reduce(
+        tbb::blocked_range<uint64_t>(0, elems, 65536), DigestTerms{0, 0},
+        [&](const tbb::blocked_range<uint64_t>& r, DigestTerms acc) {
+          for (uint64_t i = r.begin(); i < r.end(); ++i) {
+            const DigestTerms d = digest_terms(float_to_bits(y[i]), i, t);
+            acc.a += d.a;
+            acc.b += d.b;
+          }
+          return acc;
+        },
+        [](DigestTerms x, DigestTerms z) { return DigestTerms{x.a + z.a, x.b + z.b}; });
+    out = F32Digest{sum.a, sum.b};
     return true;
   }
 };

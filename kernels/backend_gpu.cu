@@ -531,6 +531,33 @@ void launch_ggml(int32_t type, const uint8_t* blocks, uint64_t nblocks, const Gg
   k_ggml<<<grid_for(units), kThreads, 0, stream>>>(type, blocks, units, unit, per_block, shape.bytes, t, out);
 }
 
+// The verify digest of n f32 results (decode.h digest_terms): a sum per thread, the
+// block's sums added in shared memory, one atomic add per block and sum. Addition mod 2^64
+// is order-free, so the result is the CPU's bit for bit whatever the grid.
+__global__ void k_digest(const float* x, uint64_t n, DigestTables t, unsigned long long* out) {
+  __shared__ unsigned long long sum_a[kThreads], sum_b[kThreads];
+  uint64_t a = 0, b = 0;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const DigestTerms d = digest_terms(float_to_bits(x[i]), i, t);
+    a += d.a;
+    b += d.b;
+  }
+  sum_a[threadIdx.x] = a;
+  sum_b[threadIdx.x] = b;
+  __syncthreads();
+  for (unsigned half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      sum_a[threadIdx.x] += sum_a[threadIdx.x + half];
+      sum_b[threadIdx.x] += sum_b[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    atomicAdd(out, sum_a[0]);
+    atomicAdd(out + 1, sum_b[0]);
+  }
+}
+
 // A grow-only device buffer; the driver's chunking bounds its size.
 class DeviceBuffer {
  public:
@@ -857,6 +884,36 @@ class GpuBackend final : public DecodeBackend {
     });
   }
 
+  bool has_ggml_digest() const override { return true; }
+  bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
+                   std::string& error) override {
+    const GgmlBlockShape shape = ggml_gpu_block(type);
+    if (shape.elems == 0) {
+      error = "unsupported type id " + std::to_string(type) + " for the GPU kernels";
+      return false;
+    }
+    const uint64_t elems = blocks.size() / shape.bytes * shape.elems;
+    if (blocks.size() % shape.bytes || elems > kDigestMaxElems) return bad(error, "ggml_digest");
+    out = F32Digest{};
+    if (blocks.empty()) return true;
+    return on_lane(error, [&](Lane& l) {
+      DigestTables dt{};
+      if (!digest_tables(w, dt, error)) return false;
+      auto* db = static_cast<uint8_t*>(l.in.get((blocks.size() + 15) / 16 * 16, error));
+      auto* dout = static_cast<float*>(l.out.get(elems * 4, error));
+      auto* dsum = static_cast<unsigned long long*>(l.aux.get(16, error));
+      if (!db || !dout || !dsum) return false;
+      if (!l.put(db, blocks.data(), blocks.size(), error)) return false;
+      if (!check(gpuMemsetAsync(dsum, 0, 16, l.stream), "clearing the digest", error)) return false;
+      launch_ggml(type, db, blocks.size() / shape.bytes, tables_, dout, sms_, l.stream);
+      k_digest<<<resident_grid(elems, sms_), kThreads, 0, l.stream>>>(dout, elems, dt, dsum);
+      uint64_t sums[2] = {0, 0};
+      if (!l.get(sums, dsum, 16, error) || !l.finish("ggml digest kernel", error)) return false;
+      out = F32Digest{sums[0], sums[1]};
+      return true;
+    });
+  }
+
   const GgmlTables& tables() const { return tables_; }
   unsigned sms() const { return sms_; }
 
@@ -878,6 +935,33 @@ class GpuBackend final : public DecodeBackend {
     if (!ok) (void)gpuStreamSynchronize(lane->stream);  // nothing of this call in flight when the lane is reused
     lanes_.release(lane);
     return ok;
+  }
+  // The digest weights of key w.key on the device (uploaded once per key; a run has one).
+  bool digest_tables(const DigestWeights& w, DigestTables& t, std::string& error) {
+    std::lock_guard<std::mutex> lock(digest_mu_);
+    constexpr uint64_t kInner = kDigestSpan * sizeof(uint32_t), kOuter = kDigestSpan * sizeof(uint64_t);
+    constexpr uint64_t kAll = 2 * kInner + 2 * kOuter;
+    if (!digest_ready_ || digest_key_ != w.key) {
+      // Another key: no kernel may still read the old tables (runs do not overlap; be sure).
+      if (digest_ready_ && !check(gpuDeviceSynchronize(), "digest tables", error)) return false;
+      digest_ready_ = false;
+      auto* base = static_cast<uint8_t*>(digest_buf_.get(kAll, error));
+      if (!base) return false;
+      if (w.inner_a.size() != kDigestSpan || w.inner_b.size() != kDigestSpan || w.outer_a.size() != kDigestSpan ||
+          w.outer_b.size() != kDigestSpan)
+        return bad(error, "digest tables");
+      if (!upload(base, w.inner_a.data(), kInner, error) || !upload(base + kInner, w.inner_b.data(), kInner, error) ||
+          !upload(base + 2 * kInner, w.outer_a.data(), kOuter, error) ||
+          !upload(base + 2 * kInner + kOuter, w.outer_b.data(), kOuter, error))
+        return false;
+      digest_key_ = w.key;
+      digest_ready_ = true;
+    }
+    auto* base = static_cast<const uint8_t*>(digest_buf_.get(kAll, error));
+    t = DigestTables{reinterpret_cast<const uint32_t*>(base), reinterpret_cast<const uint32_t*>(base + kInner),
+                     reinterpret_cast<const uint64_t*>(base + 2 * kInner),
+                     reinterpret_cast<const uint64_t*>(base + 2 * kInner + kOuter)};
+    return true;
   }
   static bool upload(void* dst, const void* src, uint64_t bytes, std::string& error) {
     return bytes == 0 || check(gpuMemcpy(dst, src, bytes, gpuMemcpyHostToDevice), "copy to device", error);
@@ -917,6 +1001,10 @@ class GpuBackend final : public DecodeBackend {
  private:
   DeviceBuffer tables_buf_;  // before lanes_: freed after every lane's buffers
   GgmlTables tables_{};
+  std::mutex digest_mu_;
+  DeviceBuffer digest_buf_;
+  uint64_t digest_key_ = 0;
+  bool digest_ready_ = false;
   LanePool lanes_;
   friend bool ckpt::run_gpu_benchmarks(int, const GpuBenchOptions&, std::string&, std::string&);
 };

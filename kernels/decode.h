@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "gpu_compat.h"
+#include "numerics/f32_digest.h"
 
 namespace ckpt::kern {
 
@@ -490,6 +491,20 @@ CKPT_HD void ggml_decode_unit(int32_t type, const uint8_t* b, unsigned u, float*
   } else {
     ggml_decode_unit_as<X86Arith>(type, b, u, y, t);
   }
+}
+
+// One element's terms of the verify digest (numerics/f32_digest.h defines it; the CPU sums
+// the same terms block by block): bits * inner[i mod span] * outer[i div span], mod 2^64.
+struct DigestTables {
+  const uint32_t *inner_a, *inner_b;
+  const uint64_t *outer_a, *outer_b;
+};
+struct DigestTerms {
+  uint64_t a, b;
+};
+CKPT_HD DigestTerms digest_terms(uint32_t bits, uint64_t i, const DigestTables& t) {
+  const uint64_t j = i % kDigestSpan, block = i / kDigestSpan;
+  return DigestTerms{bits * (t.inner_a[j] * t.outer_a[block]), bits * (t.inner_b[j] * t.outer_b[block])};
 }
 
 }  // namespace ckpt::kern

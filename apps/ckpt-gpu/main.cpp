@@ -33,6 +33,7 @@ struct VerifyArgs {
   size_t max_findings = 200;
   ckptcli::CommonFlags c;
   bool stats = false;
+  bool full_compare = false;
 };
 
 
@@ -68,6 +69,7 @@ Outcome run_verify(const VerifyArgs& a) {
   o.tokens = a.tokens;
   o.gemm_experts = a.gemm_experts;
   o.max_rel_l2 = a.max_rel_l2;
+  o.full_compare = a.full_compare;
   ckpt::Progress progress(a.c.mode(), "verified", ckpt::Progress::Unit::items, "tensors");
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   const ckpt::VerifyReport r = ckpt::verify_path(a.path, *backend, o);
@@ -128,6 +130,9 @@ int main(int argc, char** argv) {
   verify->add_option("--memory-budget", v.memory_budget,
                      "host memory for the buffers of the jobs in flight (default 1G, suffixes K M G T; one job "
                      "runs even if larger)");
+  verify->add_flag("--full-compare", v.full_compare,
+                   "GGUF and pack: bring every f32 back and compare it, not the device's digest of each step "
+                   "(slower; the same findings)");
   verify->add_flag("--stats", v.stats, "print time, jobs in flight and peak RSS to stderr");
 
   BenchArgs b;

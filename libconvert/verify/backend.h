@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 
+#include "numerics/f32_digest.h"
 #include "numerics/fp8.h"
 #include "numerics/int8_shift.h"
 
@@ -60,6 +61,16 @@ class DecodeBackend {
   // type the kernels do not decode.
   virtual bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out,
                            std::string& error) = 0;
+  // The same decode, its f32 results digested on the device (numerics/f32_digest.h: element
+  // i of `blocks` is index i, at most kDigestMaxElems) and only the digest returned: what
+  // the verifier compares with the CPU's digest of its own dequantization. Backends that
+  // say no to has_ggml_digest() are compared element by element (ggml_to_f32).
+  virtual bool has_ggml_digest() const { return false; }
+  virtual bool ggml_digest(int32_t /*type*/, std::span<const uint8_t> /*blocks*/, const DigestWeights& /*w*/,
+                           F32Digest& /*out*/, std::string& error) {
+    error = "this backend has no digest";
+    return false;
+  }
 };
 
 // The argument checks every backend makes before it touches memory, in one place so the

@@ -23,6 +23,7 @@
 #include "core/peak_rss.h"
 #include "formats/loader.h"
 #include "numerics/fp8.h"
+#include "numerics/f32_digest.h"
 #include "numerics/ggml_dequant.h"
 #include "numerics/int8_gemm_ref.h"
 #include "numerics/int8_shift.h"
@@ -131,6 +132,7 @@ struct Sink {
   double max_rel_l2 = 0;
   std::string backend;
   StepPool* steps = nullptr;  // run_jobs' pool of step buffers
+  const DigestWeights* digest = nullptr;  // run_jobs' digest key; null: compare every element
 };
 
 // One unit of work (a tensor, an expert, a GGUF tensor or pack part) and the host memory
@@ -885,14 +887,23 @@ class GgufVerifier : public Verifier {
   static uint64_t rows_per_step(uint64_t row_bytes, uint64_t row_elems, uint64_t chunk) {
     return std::max<uint64_t>(1, std::min(chunk / std::max<uint64_t>(1, row_bytes), kStepElems / std::max<uint64_t>(1, row_elems)));
   }
-  // Two input steps and two f32 steps (device and CPU).
-  static uint64_t job_memory(int32_t type, uint64_t row_elems, uint64_t bytes, uint64_t chunk) {
+  // Whether a job's steps compare digests (the backend has them, --full-compare is off and
+  // a step fits one digest).
+  static bool digest_steps(const DecodeBackend& be, const VerifyOptions& o, uint64_t step_elems) {
+    return be.has_ggml_digest() && !o.full_compare && step_elems <= kDigestMaxElems;
+  }
+  // Two input steps, and two f32 steps (device and CPU) when every element is compared, or
+  // two f32 pieces when digests are (a differing step is then compared piece by piece).
+  static uint64_t job_memory(const DecodeBackend& be, const VerifyOptions& o, int32_t type, uint64_t row_elems,
+                             uint64_t bytes) {
     const GgmlTypeInfo* info = ggml_type_info(type);
     if (!info || info->block_size == 0 || info->type_size == 0 || row_elems % info->block_size || bytes == 0) return 0;
     const uint64_t row_bytes = row_elems / info->block_size * info->type_size;
     if (row_bytes == 0) return 0;
-    const uint64_t rows = std::min(rows_per_step(row_bytes, row_elems, chunk), std::max<uint64_t>(1, bytes / row_bytes));
-    return rows * (2 * row_bytes + 8 * row_elems);
+    const uint64_t rows = std::min(rows_per_step(row_bytes, row_elems, std::max<uint64_t>(1, be.max_chunk_bytes())),
+                                   std::max<uint64_t>(1, bytes / row_bytes));
+    const uint64_t f32 = digest_steps(be, o, rows * row_elems) ? 2 * 4 * kDigestPiece : 8 * rows * row_elems;
+    return 2 * rows * row_bytes + f32;
   }
 
   // Dequantizes `bytes` of type `type` (whole rows of `row_elems`) read from `src` at
@@ -920,34 +931,100 @@ class GgufVerifier : public Verifier {
     }
     c.elements = bytes / row_bytes * row_elems;
     const uint64_t step = std::min(rows_per_step(row_bytes, row_elems, chunk_bytes()) * row_bytes, bytes);
+    const uint64_t step_elems = step / row_bytes * row_elems;
+    // Digests first where the backend has them: 16 bytes back per step instead of every
+    // f32 (8x a 4-bit input), the CPU's reference digested in cache-sized pieces.
+    const bool digest = r_.digest && digest_steps(be_, o_, step_elems);
+    // A GGUF checked alone decodes the same bytes on both sides: one read per step.
+    const bool same_bytes = &src == &ref && src_offset == ref_offset;
     PooledSteps bufs(r_.steps);
-    const std::span<uint8_t> dev_in = StepBuffers::take(bufs->a, step), cpu_in = StepBuffers::take(bufs->b, step);
-    const std::span<float> got = StepBuffers::take(bufs->got, step / row_bytes * row_elems),
-                           want = StepBuffers::take(bufs->want, got.size());
+    const std::span<uint8_t> dev_in = StepBuffers::take(bufs->a, step);
+    const std::span<uint8_t> cpu_in = same_bytes ? dev_in : StepBuffers::take(bufs->b, step);
     for (uint64_t done = 0; done < bytes; done += step) {
       const uint64_t n = std::min(step, bytes - done), elems = n / row_bytes * row_elems;
+      const Step st{tensor, part, *info, src.path(), src_offset, done / row_bytes * row_elems, done, same_bytes};
       std::span<uint8_t> a(dev_in.data(), n), b(cpu_in.data(), n);
-      if (!read(src, src_offset + done, a) || !read(ref, ref_offset + done, b)) return void(c.ok = false);
+      if (!read(src, src_offset + done, a) || (!same_bytes && !read(ref, ref_offset + done, b))) return void(c.ok = false);
       std::string error;
-      if (!be_.ggml_to_f32(type, a, std::span<float>(got.data(), elems), error))
-        return void(backend_failed(c, src.path(), error));
       r_.input_bytes_decoded += n;
-      if (!ggml_dequantize(type, b, std::span<float>(want.data(), elems), error)) {
-        c.ok = false;
-        r_.findings.error("VERIFY_UNSUPPORTED", src.path(), tensor, src_offset, "CPU reference: " + error);
-        return;
+      if (!digest) {  // every element compared
+        if (!compare(c, st, type, a, b, StepBuffers::take(bufs->got, elems), StepBuffers::take(bufs->want, elems)))
+          return;
+        continue;
       }
-      if (auto i = first_difference<float>(std::span<const float>(got.data(), elems), std::span<const float>(want.data(), elems))) {
-        const uint64_t element = done / row_bytes * row_elems + *i;
-        const uint64_t block_offset = done + (*i / info->block_size) * info->type_size;
-        mismatch(c, src.path(), src_offset + block_offset,
-                 (part.empty() ? "" : part + " ") + "element " + std::to_string(element) + " (" + info->name +
-                     " block at byte " + std::to_string(block_offset) + "): device " + fmt(got[*i]) + " [" +
-                     hex(f32_bits(got[*i]), 8) + "] vs CPU dequant of the " + (&src == &ref ? "same bytes " : "source ") +
-                     fmt(want[*i]) + " [" + hex(f32_bits(want[*i]), 8) + "]");
-        return;
+      F32Digest device, cpu;
+      if (!be_.ggml_digest(type, a, *r_.digest, device, error)) return void(backend_failed(c, src.path(), error));
+      if (!cpu_digest(type, *info, b, StepBuffers::take(bufs->want, kDigestPiece), cpu, error))
+        return cpu_failed(c, src.path(), tensor, src_offset, error);
+      if (device == cpu) continue;
+      // The digests differ: compared piece by piece (within the job's memory) to name the
+      // first differing element and both values.
+      const uint64_t piece_bytes = kDigestPiece / info->block_size * info->type_size;
+      for (uint64_t off = 0; off < n; off += piece_bytes) {
+        const uint64_t nb = std::min(piece_bytes, n - off);
+        const Step sp{tensor, part, *info, src.path(), src_offset, st.first_element + off / info->type_size * info->block_size,
+                      done + off, same_bytes};
+        const uint64_t pe = nb / info->type_size * info->block_size;
+        if (!compare(c, sp, type, a.subspan(off, nb), b.subspan(off, nb), StepBuffers::take(bufs->got, pe),
+                     StepBuffers::take(bufs->want, pe)))
+          return;
       }
+      // Fail closed: digests that disagree over equal values mean a broken digest kernel.
+      backend_failed(c, src.path(),
+                     "the device's digest of the step at byte " + std::to_string(src_offset + done) +
+                         " disagrees with the CPU's while its f32 results equal the CPU's: the digest kernel is wrong");
+      return;
     }
+  }
+
+  // Where a compared range lies: its first element and byte within the tensor or part.
+  struct Step {
+    const std::string &tensor, &part;
+    const GgmlTypeInfo& info;
+    const std::string& path;
+    uint64_t src_offset, first_element, first_byte;
+    bool same_bytes;
+  };
+  // The device's and the CPU's f32 of whole blocks a (device input) and b (CPU input),
+  // element by element; false when they differ (the first difference reported) or a side
+  // failed.
+  bool compare(VerifyCheck& c, const Step& st, int32_t type, std::span<const uint8_t> a, std::span<const uint8_t> b,
+               std::span<float> got, std::span<float> want) {
+    std::string error;
+    if (!be_.ggml_to_f32(type, a, got, error)) return backend_failed(c, st.path, error);
+    if (!ggml_dequantize(type, b, want, error)) return cpu_failed(c, st.path, st.tensor, st.src_offset, error), false;
+    const auto i = first_difference<float>(got, want);
+    if (!i) return true;
+    const uint64_t block_offset = st.first_byte + (*i / st.info.block_size) * st.info.type_size;
+    mismatch(c, st.path, st.src_offset + block_offset,
+             (st.part.empty() ? "" : st.part + " ") + "element " + std::to_string(st.first_element + *i) + " (" +
+                 st.info.name + " block at byte " + std::to_string(block_offset) + "): device " + fmt(got[*i]) + " [" +
+                 hex(f32_bits(got[*i]), 8) + "] vs CPU dequant of the " + (st.same_bytes ? "same bytes " : "source ") +
+                 fmt(want[*i]) + " [" + hex(f32_bits(want[*i]), 8) + "]");
+    return false;
+  }
+
+  // Elements per piece of the CPU's digest: 256 KiB of f32, dequantized and digested while
+  // in cache (a multiple of every ggml block size).
+  static constexpr uint64_t kDigestPiece = 65536;
+
+  // The digest of the CPU dequantization of `blocks` (whole blocks), piece by piece.
+  bool cpu_digest(int32_t type, const GgmlTypeInfo& info, std::span<const uint8_t> blocks, std::span<float> piece,
+                  F32Digest& out, std::string& error) {
+    const uint64_t piece_bytes = piece.size() / info.block_size * info.type_size;
+    out = {};
+    for (uint64_t off = 0, index = 0; off < blocks.size(); off += piece_bytes) {
+      const uint64_t nb = std::min(piece_bytes, blocks.size() - off), elems = nb / info.type_size * info.block_size;
+      if (!ggml_dequantize(type, blocks.subspan(off, nb), piece.first(elems), error)) return false;
+      out += f32_digest(piece.first(elems), index, *r_.digest);
+      index += elems;
+    }
+    return true;
+  }
+  void cpu_failed(VerifyCheck& c, const std::string& file, const std::string& tensor, uint64_t offset,
+                  const std::string& error) {
+    c.ok = false;
+    r_.findings.error("VERIFY_UNSUPPORTED", file, tensor, offset, "CPU reference: " + error);
   }
 
   static void plan_gguf(DecodeBackend& be, const VerifyOptions& o, const LoadedModel& model, std::vector<Job>& jobs) {
@@ -956,7 +1033,7 @@ class GgufVerifier : public Verifier {
         jobs.push_back({0, [](Sink&) {}});  // counted in the progress, as before
         continue;
       }
-      jobs.push_back({job_memory(t.ggml_type, t.shape[0], t.nbytes, be.max_chunk_bytes()), [&be, &o, &model, &t](Sink& s) {
+      jobs.push_back({job_memory(be, o, t.ggml_type, t.shape[0], t.nbytes), [&be, &o, &model, &t](Sink& s) {
                         GgufVerifier(be, o, s).verify_range(t.name, "", t.ggml_type, t.shape[0], t.nbytes,
                                                             model.gguf_file, t.offset, model.gguf_file, t.offset);
                       }});
@@ -986,7 +1063,7 @@ struct PackPlan {
         // validate_expert_pack has range-checked every part against experts.bin and the source.
         const MappedFile& cpu_src = reference.empty() ? experts : ref;
         const uint64_t cpu_off = reference.empty() ? b.offset + p.offset : p.source_offset;
-        jobs.push_back({GgufVerifier::job_memory(static_cast<int32_t>(p.type_id), p.ne0, p.size, be.max_chunk_bytes()),
+        jobs.push_back({GgufVerifier::job_memory(be, o, static_cast<int32_t>(p.type_id), p.ne0, p.size),
                         [&be, &o, this, &b, &p, &cpu_src, cpu_off](Sink& s) {
                           GgufVerifier(be, o, s).verify_range(p.tensor, pack_blob_name(b), static_cast<int32_t>(p.type_id),
                                                               p.ne0, p.size, experts, b.offset + p.offset, cpu_src, cpu_off);
@@ -1049,6 +1126,12 @@ class SerialBackend final : public DecodeBackend {
     std::lock_guard<std::mutex> lock(mu_);
     return be_.ggml_to_f32(type, blocks, out, error);
   }
+  bool has_ggml_digest() const override { return be_.has_ggml_digest(); }
+  bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
+                   std::string& error) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return be_.ggml_digest(type, blocks, w, out, error);
+  }
 
  private:
   DecodeBackend& be_;
@@ -1060,6 +1143,8 @@ class SerialBackend final : public DecodeBackend {
 void run_jobs(std::vector<Job>& jobs, const DecodeBackend& be, const VerifyOptions& o, VerifyReport& r) {
   const uint64_t tokens = jobs_in_flight(jobs, o.memory_budget, be.host_memory());
   StepPool steps;
+  // One fresh key per run (numerics/f32_digest.h: no input or kernel bug can be made to match it).
+  const DigestWeights digest(digest_fresh_key());
   r.jobs = jobs.size();
   r.jobs_in_flight = tokens;
   size_t next = 0, done = 0;
@@ -1082,6 +1167,7 @@ void run_jobs(std::vector<Job>& jobs, const DecodeBackend& be, const VerifyOptio
                                          it.sink = std::make_unique<Sink>();
                                          it.sink->backend = r.backend;
                                          it.sink->steps = &steps;
+                                         it.sink->digest = o.full_compare ? nullptr : &digest;
                                          jobs[it.index].run(*it.sink);
                                          jobs[it.index].run = nullptr;  // captured state goes now
                                          return it;

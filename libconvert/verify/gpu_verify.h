@@ -54,6 +54,9 @@ struct VerifyOptions {
   // Host memory for the buffers of the jobs in flight (--memory-budget): as many jobs run
   // at once as fit (at least one, at most twice the cores; see verify_path).
   uint64_t memory_budget = uint64_t{1} << 30;
+  // GGUF and pack steps: every f32 brought back and compared (--full-compare) instead of the
+  // device's digest against the CPU's (a differing digest is still compared in full).
+  bool full_compare = false;
   std::function<void(uint64_t done, uint64_t total)> progress;  // work items; may be empty
 };
 

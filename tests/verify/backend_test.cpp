@@ -301,6 +301,31 @@ TEST_P(Backend, GgmlEveryKernelTypeEqualsTheCpuDequant) {
   }
 }
 
+// The device's digest of its decode (ggml_digest: the kernel, then k_digest's sums) equals
+// the CPU's digest of ggml_dequantize, for every kernel type, NaN and infinite scales
+// included (blocks fully random), and one step of several grid-stride rounds.
+TEST_P(Backend, GgmlDigestOfEveryKernelTypeEqualsTheCpuDigest) {
+  ASSERT_TRUE(be_->has_ggml_digest());
+  const DigestWeights w(digest_fresh_key());
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int32_t type : {0, 1, 30, 2, 8, 20, 39, 12, 14, 18, 21, 22}) {
+    const GgmlTypeInfo* info = ggml_type_info(type);
+    ASSERT_NE(info, nullptr);
+    const uint64_t blocks = (type == 14 ? uint64_t{1} << 20 : uint64_t{1} << 19) / info->block_size * 3 + 7;
+    std::vector<uint8_t> data(blocks * info->type_size);
+    for (auto& b : data) b = static_cast<uint8_t>(byte(rng_));
+    std::vector<float> want(blocks * info->block_size);
+    std::string error;
+    ASSERT_TRUE(ggml_dequantize(type, data, want, error)) << error;
+    F32Digest got;
+    ASSERT_TRUE(be_->ggml_digest(type, data, w, got, error)) << info->name << ": " << error;
+    EXPECT_EQ(got, f32_digest(want, 0, w)) << info->name << ", " << want.size() << " elements";
+  }
+  F32Digest none;
+  std::string error;
+  EXPECT_FALSE(be_->ggml_digest(8, std::vector<uint8_t>(kDigestMaxElems / 32 * 34 + 34), w, none, error));
+}
+
 // Block counts around the kernels' tiles (8 or 64 blocks per 256 threads, 32 per Q6_K tile),
 // and on the device enough blocks for several grid-stride rounds.
 TEST_P(Backend, GgmlBlockCountsAroundTheTilesEqualTheCpuDequant) {

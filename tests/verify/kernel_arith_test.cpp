@@ -187,3 +187,30 @@ TEST(KernelArith, X86ArithIsTheHostsMultiplyAndSubtract) {
 
 }  // namespace
 }  // namespace ckpt::kern
+
+namespace ckpt::kern {
+namespace {
+
+// The device's digest (the per-element terms the kernel and the emulation sum) equals the
+// CPU's block-wise one (numerics/f32_digest.cpp), at any first index.
+TEST(KernelArith, DigestTermsSumToTheCpuDigest) {
+  const DigestWeights w(0xABCDEF);
+  const DigestTables t{w.inner_a.data(), w.inner_b.data(), w.outer_a.data(), w.outer_b.data()};
+  std::mt19937 rng(5);
+  std::vector<float> x(3 * kDigestSpan + 17);
+  for (auto& v : x) v = bits_to_float(static_cast<uint32_t>(rng()));
+  for (uint64_t first : {uint64_t{0}, uint64_t{4095}, kDigestMaxElems - x.size()}) {
+    uint64_t a = 0, b = 0;
+    for (uint64_t i = 0; i < x.size(); ++i) {
+      const DigestTerms d = digest_terms(float_to_bits(x[i]), first + i, t);
+      a += d.a;
+      b += d.b;
+    }
+    const F32Digest cpu = f32_digest(x, first, w);
+    EXPECT_EQ(a, cpu.a) << first;
+    EXPECT_EQ(b, cpu.b) << first;
+  }
+}
+
+}  // namespace
+}  // namespace ckpt::kern

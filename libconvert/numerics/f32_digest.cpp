@@ -1,0 +1,120 @@
+// The CPU side of the digest (f32_digest.h): per block of kDigestSpan elements, the inner
+// sums sum_j bits(x) * inner[j] (mod 2^64), then each multiplied by its block's outer
+// weight. The AVX2 loop takes 8 elements and 8 inner weights per load and multiplies the
+// even and the odd 32-bit lanes (vpmuludq: 32 x 32 -> 64, exact) into 64-bit sums.
+// Integer arithmetic mod 2^64 only, so every ISA and every piece order gives the same bits.
+#include "numerics/f32_digest.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "numerics/ggml_dequant.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define CKPT_AVX2 __attribute__((target("avx2")))
+#endif
+
+namespace ckpt {
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+struct Inner {
+  uint64_t a, b;
+};
+
+Inner inner_scalar(const float* x, uint64_t n, uint64_t j0, const DigestWeights& w) {
+  uint64_t a = 0, b = 0;
+  for (uint64_t t = 0; t < n; ++t) {
+    uint32_t bits;
+    std::memcpy(&bits, x + t, 4);
+    a += uint64_t{bits} * w.inner_a[j0 + t];
+    b += uint64_t{bits} * w.inner_b[j0 + t];
+  }
+  return {a, b};
+}
+
+#if defined(__x86_64__)
+CKPT_AVX2 uint64_t hsum_u64(__m256i v) {
+  const __m128i s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  return static_cast<uint64_t>(_mm_cvtsi128_si64(s)) + static_cast<uint64_t>(_mm_extract_epi64(s, 1));
+}
+
+CKPT_AVX2 Inner inner_avx2(const float* x, uint64_t n, uint64_t j0, const DigestWeights& w) {
+  const auto* wa = reinterpret_cast<const __m256i*>(w.inner_a.data() + j0);
+  const auto* wb = reinterpret_cast<const __m256i*>(w.inner_b.data() + j0);
+  const auto* xs = reinterpret_cast<const __m256i*>(x);
+  __m256i a_even = _mm256_setzero_si256(), a_odd = a_even, b_even = a_even, b_odd = a_even;
+  const uint64_t octs = n / 8;
+  for (uint64_t q = 0; q < octs; ++q) {
+    const __m256i v = _mm256_loadu_si256(xs + q), v_odd = _mm256_srli_epi64(v, 32);
+    const __m256i ia = _mm256_loadu_si256(wa + q), ib = _mm256_loadu_si256(wb + q);
+    a_even = _mm256_add_epi64(a_even, _mm256_mul_epu32(v, ia));
+    a_odd = _mm256_add_epi64(a_odd, _mm256_mul_epu32(v_odd, _mm256_srli_epi64(ia, 32)));
+    b_even = _mm256_add_epi64(b_even, _mm256_mul_epu32(v, ib));
+    b_odd = _mm256_add_epi64(b_odd, _mm256_mul_epu32(v_odd, _mm256_srli_epi64(ib, 32)));
+  }
+  const Inner tail = inner_scalar(x + 8 * octs, n - 8 * octs, j0 + 8 * octs, w);
+  return {hsum_u64(_mm256_add_epi64(a_even, a_odd)) + tail.a, hsum_u64(_mm256_add_epi64(b_even, b_odd)) + tail.b};
+}
+#endif
+
+}  // namespace
+
+DigestWeights::DigestWeights(uint64_t k) : key(k) {
+  uint64_t state = k;
+  for (auto* table : {&inner_a, &inner_b}) {
+    table->resize(kDigestSpan);
+    for (auto& v : *table) v = static_cast<uint32_t>(splitmix64(state)) | 1;
+  }
+  for (auto* table : {&outer_a, &outer_b}) {
+    table->resize(kDigestSpan);
+    for (auto& v : *table) v = splitmix64(state) | 1;
+  }
+}
+
+uint64_t digest_fresh_key() {
+  std::random_device rd;
+  uint64_t state = (uint64_t{rd()} << 32) ^ rd() ^
+                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return splitmix64(state);
+}
+
+F32Digest f32_digest_isa(DequantIsa isa, std::span<const float> x, uint64_t first_index, const DigestWeights& w) {
+  F32Digest d;
+  static_assert(sizeof(float) == sizeof(uint32_t));
+#if defined(__x86_64__)
+  const bool avx2 = isa != DequantIsa::scalar && ggml_dequant_best_isa() == DequantIsa::avx2;
+#else
+  (void)isa;
+  const bool avx2 = false;
+#endif
+  for (uint64_t done = 0, i = first_index; done < x.size();) {
+    const uint64_t block = i / kDigestSpan, j0 = i % kDigestSpan;
+    const uint64_t n = std::min<uint64_t>(kDigestSpan - j0, x.size() - done);
+#if defined(__x86_64__)
+    const Inner s = avx2 ? inner_avx2(x.data() + done, n, j0, w) : inner_scalar(x.data() + done, n, j0, w);
+#else
+    const Inner s = inner_scalar(x.data() + done, n, j0, w);
+#endif
+    d.a += s.a * w.outer_a[block];
+    d.b += s.b * w.outer_b[block];
+    done += n;
+    i += n;
+  }
+  return d;
+}
+
+F32Digest f32_digest(std::span<const float> x, uint64_t first_index, const DigestWeights& w) {
+  return f32_digest_isa(ggml_dequant_isa(), x, first_index, w);
+}
+
+}  // namespace ckpt

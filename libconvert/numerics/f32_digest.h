@@ -1,0 +1,66 @@
+// A keyed linear digest of binary32 results (their bit patterns), so that `ckpt-gpu verify`
+// can prove a device's decode equal to the CPU's without bringing every f32 back to the
+// host: the device returns 16 bytes per step instead of 4 bytes per element (for a 4-bit
+// GGUF type, 8x the input), and the CPU digests its reference in cache-sized pieces that
+// never reach main memory. The digest is only a filter in front of the exact comparison: a
+// step whose digests differ is decoded again in full and compared element by element, so a
+// mismatch is still named to its first element with both values (docs/verify.md).
+//
+// Definition (the kernels compute it per element with kern::digest_term, kernels/decode.h;
+// the CPU here in blocks): for x_i, i = 0 .. n-1 (n <= kDigestMaxElems), with M = kDigestSpan,
+//   a = sum_i bits(x_i) * inner_a[i mod M] * outer_a[i div M]   (mod 2^64), b likewise,
+// inner weights odd 32-bit and outer odd 64-bit values drawn from the run's random key
+// (DigestWeights). An integer sum mod 2^64 is the same in any order, so device and CPU
+// agree bit for bit exactly when their terms do. (32-bit inner weights: the CPU's inner
+// loop is one 32 x 32 -> 64 multiply per element and sum, its tables 32 KiB, in L1.)
+//
+// Why it cannot miss a real difference (d_i = bits' - bits as integers, |d_i| < 2^32):
+// - one differing element always changes a and b: d_i * w is 0 mod 2^64 only if 2^64
+//   divides d_i (w is odd);
+// - any other difference, fixed before the key is drawn, leaves a unchanged with probability
+//   at most ~2^-26 over the key (a term of least 2-adic valuation takes 2^31 values with
+//   equal probability as its inner weight varies, then likewise with the outer weight), and
+//   a and b have independent weights: ~2^-52 per step. The key is fresh on every run, so no
+//   file or kernel bug can be built to match it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ckpt {
+
+enum class DequantIsa;  // numerics/ggml_dequant.h
+
+inline constexpr uint64_t kDigestSpan = 4096;
+inline constexpr uint64_t kDigestMaxElems = kDigestSpan * kDigestSpan;
+
+struct F32Digest {
+  uint64_t a = 0, b = 0;
+  bool operator==(const F32Digest&) const = default;
+  // Digests of consecutive pieces (each with its own first index) add up to the whole's.
+  F32Digest& operator+=(const F32Digest& o) {
+    a += o.a;
+    b += o.b;
+    return *this;
+  }
+};
+
+// The weights of one key: kDigestSpan odd values each (splitmix64 of the key).
+struct DigestWeights {
+  explicit DigestWeights(uint64_t key);
+  uint64_t key;
+  std::vector<uint32_t> inner_a, inner_b;
+  std::vector<uint64_t> outer_a, outer_b;
+};
+
+// A key nobody chose: std::random_device mixed with the clock.
+uint64_t digest_fresh_key();
+
+// The digest of x as elements first_index .. first_index + x.size() - 1 of a step.
+// Precondition: first_index + x.size() <= kDigestMaxElems. On the process's ISA
+// (ggml_dequant_isa()); f32_digest_isa on an explicit one (the tests compare them).
+F32Digest f32_digest(std::span<const float> x, uint64_t first_index, const DigestWeights& w);
+F32Digest f32_digest_isa(DequantIsa isa, std::span<const float> x, uint64_t first_index, const DigestWeights& w);
+
+}  // namespace ckpt
