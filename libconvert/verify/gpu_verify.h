@@ -67,6 +67,25 @@ struct VerifyCheck {
   std::optional<double> rel_l2;  // int8_gemm: against the original weights
 };
 
+// Where a verification's time went (--stats; measured like seconds, different every run).
+// Each figure is the sum over jobs of the wall time a job spent in that stage, so with
+// several jobs in flight the sums exceed the run's seconds; a stage that runs on all cores
+// inside one job (the CPU reference GEMM) counts its wall time once. `device_*` are the
+// backend's calls (wall time of the calling thread: upload, kernel, download, and any
+// wait for a busy lane or for the serializing lock), summed over calls.
+struct VerifyStages {
+  double jobs = 0;           // every job, start to end
+  double read = 0;           // preads of IN and OUT (every job)
+  double buffers = 0;        // INT8-shift experts: sizing the expert's buffers (pooled)
+  double cpu_reference = 0;  // INT8-shift experts: the remap of IN and the CPU decode
+  double compare = 0;        // INT8-shift experts: slabs, decode, GEMM results, original weights
+  double gemm_cpu = 0;       // activations, CPU quantization, CPU INT8 GEMM, double product, rel_l2
+  double device = 0;         // backend calls other than the GEMM's two (the sum of the four below)
+  double device_fp8 = 0, device_mxfp4 = 0, device_int8_decode = 0, device_ggml = 0;
+  double gemm_device = 0;    // backend quantize_activations + int8_gemm
+  VerifyStages& operator+=(const VerifyStages& o);
+};
+
 struct VerifyReport {
   std::string path, reference, backend;
   std::string kind;  // converted, checkpoint, gguf, expert-pack
@@ -78,6 +97,7 @@ struct VerifyReport {
   uint64_t peak_rss_bytes = 0;  // the process's, when the report was made (measured, like seconds)
   uint64_t jobs = 0;            // units of work (tensors, experts, parts)
   uint64_t jobs_in_flight = 0;  // the most that ran at once
+  VerifyStages stages;
   uint64_t failed() const;
 };
 
