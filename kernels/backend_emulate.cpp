@@ -50,6 +50,20 @@ inline Int8x8 decode_word_fast(const NibbleTable& table, uint32_t word, unsigned
                 t[(word >> 16) & 0xFF] | (uint32_t{t[word >> 24]} << 16)};
 }
 
+// kern::mxfp4_to_f32 by table: its value for every (scale byte, code), taken from the
+// kernel function itself (the same bits, 4096 calls once).
+struct Mxfp4Table {
+  float v[256][16];
+  Mxfp4Table() {
+    for (unsigned s = 0; s < 256; ++s)
+      for (unsigned c = 0; c < 16; ++c) v[s][c] = kern::mxfp4_to_f32(c, static_cast<uint8_t>(s));
+  }
+};
+const Mxfp4Table& mxfp4_table() {
+  static const Mxfp4Table table;
+  return table;
+}
+
 // Four outputs of the INT8 GEMM: one row of a against four rows of q (q + j·k), both
 // widened to int16 (exact). dp4a (dot4_i8) adds four exact products to a wrapping int32
 // accumulator, so each output is its products' sum mod 2^32 in any order: kPart at a time
@@ -127,10 +141,14 @@ class EmulatedBackend final : public DecodeBackend {
                     std::span<float> out, std::string& error) override {
     if (!backend_args::mxfp4_ok(w.size(), scale.size(), rows, k, out.size()))
       return fail(error, "mxfp4_to_f32: bad arguments");
-    for_units(w.size(), 65536, [&](uint64_t i) {  // one byte = elements 2i (low) and 2i+1 (high)
-      const uint8_t s = scale[(2 * i) / 32];
-      out[2 * i] = kern::mxfp4_to_f32(w[i] & 0xF, s);
-      out[2 * i + 1] = kern::mxfp4_to_f32(w[i] >> 4, s);
+    // One unit = one 32-block (16 bytes, one scale); byte i = elements 2i (low), 2i+1 (high).
+    const Mxfp4Table& table = mxfp4_table();
+    for_units(w.size() / 16, 4096, [&](uint64_t blk) {
+      const float* v = table.v[scale[blk]];
+      for (uint64_t i = 16 * blk; i < 16 * blk + 16; ++i) {
+        out[2 * i] = v[w[i] & 0xF];
+        out[2 * i + 1] = v[w[i] >> 4];
+      }
     });
     return true;
   }

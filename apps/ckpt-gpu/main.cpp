@@ -74,16 +74,17 @@ Outcome run_verify(const VerifyArgs& a) {
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   const ckpt::VerifyReport r = ckpt::verify_path(a.path, *backend, o);
   progress.finish();
-  const Outcome written = ckptcli::emit(kVerify, a.c.json, ckpt::verify_report_json(r), inputs);
+  const Outcome written = ckptcli::emit(kVerify, a.c.json, ckpt::verify_report_json(r, a.stats), inputs);
   if (a.c.human()) std::cout << ckpt::verify_report_text(r, a.max_findings);
   else if (a.c.quiet) ckptcli::print_findings(kVerify, r.findings, ckpt::Severity::error);
   if (a.stats)
     std::fprintf(stderr,
                  "ckpt-gpu stats: %.3f s, %llu jobs, %llu in flight (--memory-budget %s), %llu input bytes decoded, "
-                 "peak RSS %llu bytes (%.0f MiB)\n",
+                 "peak RSS %llu bytes (%.0f MiB)\nckpt-gpu stages (seconds summed over jobs): %s\n",
                  r.seconds, static_cast<unsigned long long>(r.jobs), static_cast<unsigned long long>(r.jobs_in_flight),
                  a.memory_budget.c_str(), static_cast<unsigned long long>(r.input_bytes_decoded),
-                 static_cast<unsigned long long>(r.peak_rss_bytes), static_cast<double>(r.peak_rss_bytes) / (1 << 20));
+                 static_cast<unsigned long long>(r.peak_rss_bytes), static_cast<double>(r.peak_rss_bytes) / (1 << 20),
+                 ckpt::verify_stages_text(r.stages).c_str());
   return ckpt::worse(ckpt::outcome_of(r), written);
 }
 
@@ -133,7 +134,8 @@ int main(int argc, char** argv) {
   verify->add_flag("--full-compare", v.full_compare,
                    "GGUF and pack: bring every f32 back and compare it, not the device's digest of each step "
                    "(slower; the same findings)");
-  verify->add_flag("--stats", v.stats, "print time, jobs in flight and peak RSS to stderr");
+  verify->add_flag("--stats", v.stats,
+                   "print time, jobs in flight, peak RSS and the time per stage to stderr (and the stages into --json)");
 
   BenchArgs b;
   auto* bench = app.add_subcommand("bench", "kernel throughput against a device-to-device copy; INT8 GEMM rate");

@@ -10,7 +10,46 @@
 
 namespace ckpt {
 
-std::string verify_report_json(const VerifyReport& r) {
+namespace {
+
+// summary.stages' fields and the --stats line's, in one order (schemas/verify-report.schema.json).
+struct StageField {
+  const char* name;
+  double VerifyStages::*value;
+};
+constexpr StageField kStageFields[] = {
+    {"jobs", &VerifyStages::jobs},
+    {"read", &VerifyStages::read},
+    {"buffers", &VerifyStages::buffers},
+    {"cpu_reference", &VerifyStages::cpu_reference},
+    {"compare", &VerifyStages::compare},
+    {"gemm_cpu", &VerifyStages::gemm_cpu},
+    {"device", &VerifyStages::device},
+    {"device_fp8", &VerifyStages::device_fp8},
+    {"device_mxfp4", &VerifyStages::device_mxfp4},
+    {"device_int8_decode", &VerifyStages::device_int8_decode},
+    {"device_ggml", &VerifyStages::device_ggml},
+    {"gemm_device", &VerifyStages::gemm_device},
+};
+
+}  // namespace
+
+VerifyStages& VerifyStages::operator+=(const VerifyStages& o) {
+  for (const StageField& f : kStageFields) this->*f.value += o.*f.value;
+  return *this;
+}
+
+std::string verify_stages_text(const VerifyStages& s) {
+  std::string out;
+  for (const StageField& f : kStageFields) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.3f s", out.empty() ? "" : ", ", f.name, s.*f.value);
+    out += buf;
+  }
+  return out;
+}
+
+std::string verify_report_json(const VerifyReport& r, bool stages) {
   JsonWriter w;
   w.begin_object();
   w.key("schema").value(kVerifySchemaId);
@@ -27,6 +66,11 @@ std::string verify_report_json(const VerifyReport& r) {
   w.key("max_rel_l2").value(r.max_rel_l2);
   w.key("seconds").value(r.seconds);
   w.key("peak_rss_bytes").value(r.peak_rss_bytes);
+  if (stages) {
+    w.key("stages").begin_object();
+    for (const StageField& f : kStageFields) w.key(std::string(f.name) + "_s").value(r.stages.*f.value);
+    w.end_object();
+  }
   w.end_object();
   w.key("checks").begin_array();
   for (const auto& c : r.checks) {

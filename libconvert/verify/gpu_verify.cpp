@@ -1,12 +1,14 @@
 #include "verify/gpu_verify.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -72,15 +74,31 @@ std::optional<uint64_t> first_difference(std::span<const T> a, std::span<const T
   return std::nullopt;
 }
 
+struct Slabs {
+  std::vector<uint8_t> mxfp4, shift2, channel_scale;
+};
+
+// One INT8-shift expert's large buffers: IN's weight and scale bytes of each part, OUT's
+// slabs and their remap, the CPU and device decodes, the device's original weights.
+struct ExpertBuffers {
+  std::vector<std::vector<uint8_t>> parts;
+  Slabs got, want;
+  std::vector<int8_t> q_cpu, q_dev;
+  std::vector<float> w_orig;
+};
+
 // Step buffers reused from job to job: a job takes a set for its run and gives it back, so
 // at most (jobs in flight) sets exist, each grown to the largest step a job asked of it
 // (within that job's accounted memory), and a pack of thousands of small parts allocates
 // and page-faults a few sets, not one per part (the allocation and the freeing of fresh
-// pages on every core was most of an expert pack's verify time).
+// pages on every core was most of an expert pack's verify time). A set holds either step
+// buffers or one INT8-shift expert's buffers, never both (StepPool::take), so it stays
+// within the largest job's memory.
 struct StepBuffers {
   std::vector<uint8_t> a, b, c;
   std::vector<uint16_t> h1, h2;
   std::vector<float> got, want;
+  std::unique_ptr<ExpertBuffers> expert;  // set when the set serves experts
   template <class T>
   static std::span<T> take(std::vector<T>& v, uint64_t n) {
     if (v.size() < n) v.resize(n);
@@ -90,11 +108,26 @@ struct StepBuffers {
 
 class StepPool {
  public:
-  std::unique_ptr<StepBuffers> take() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (free_.empty()) return std::make_unique<StepBuffers>();
-    auto s = std::move(free_.back());
-    free_.pop_back();
+  // A set of the kind asked for (experts' or steps'), else a free one of the other kind
+  // emptied and turned into this kind, else a new one.
+  std::unique_ptr<StepBuffers> take(bool expert = false) {
+    std::unique_ptr<StepBuffers> s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = std::find_if(free_.rbegin(), free_.rend(), [&](const auto& f) { return (f->expert != nullptr) == expert; });
+      if (it == free_.rend() && !free_.empty()) it = free_.rbegin();
+      if (it != free_.rend()) {
+        s = std::move(*it);
+        free_.erase(std::next(it).base());
+      }
+    }
+    if (!s) s = std::make_unique<StepBuffers>();
+    if (expert && !s->expert) {
+      s->a = {}, s->b = {}, s->c = {}, s->h1 = {}, s->h2 = {}, s->got = {}, s->want = {};
+      s->expert = std::make_unique<ExpertBuffers>();
+    } else if (!expert) {
+      s->expert.reset();
+    }
     return s;
   }
   void give(std::unique_ptr<StepBuffers> s) {
@@ -110,7 +143,10 @@ class StepPool {
 // A set taken from the pool for one scope (a fresh one when there is no pool).
 class PooledSteps {
  public:
-  explicit PooledSteps(StepPool* pool) : pool_(pool), s_(pool ? pool->take() : std::make_unique<StepBuffers>()) {}
+  explicit PooledSteps(StepPool* pool, bool expert = false)
+      : pool_(pool), s_(pool ? pool->take(expert) : std::make_unique<StepBuffers>()) {
+    if (expert && !s_->expert) s_->expert = std::make_unique<ExpertBuffers>();
+  }
   PooledSteps(const PooledSteps&) = delete;
   PooledSteps& operator=(const PooledSteps&) = delete;
   ~PooledSteps() {
@@ -128,11 +164,27 @@ class PooledSteps {
 struct Sink {
   std::deque<VerifyCheck> checks;  // a deque: references to a check survive later add_check
   Findings findings;
+  VerifyStages stages;  // this job's (the backend's calls are counted by TimedBackend)
   uint64_t input_bytes_decoded = 0;
   double max_rel_l2 = 0;
   std::string backend;
   StepPool* steps = nullptr;  // run_jobs' pool of step buffers
   const DigestWeights* digest = nullptr;  // run_jobs' digest key; null: compare every element
+};
+
+// Seconds between consecutive stages of one job: next() is the time since the last call
+// (or since construction). Two steady_clock reads per stage, nothing shared.
+class Lap {
+ public:
+  double next() {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - t_).count();
+    t_ = now;
+    return s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t_ = std::chrono::steady_clock::now();
 };
 
 // One unit of work (a tensor, an expert, a GGUF tensor or pack part) and the host memory
@@ -225,7 +277,10 @@ class Verifier {
   }
   bool read(const MappedFile& f, uint64_t offset, std::span<uint8_t> buf) {
     IoError err;
-    if (f.read_at(offset, buf, err)) return true;
+    Lap lap;
+    const bool ok = f.read_at(offset, buf, err);
+    r_.stages.read += lap.next();
+    if (ok) return true;
     r_.findings.error("IO_READ", err.path, "", offset, err.message);
     return false;
   }
@@ -237,10 +292,6 @@ class Verifier {
 };
 
 // ---- safetensors: FP8 pairs, copies and INT8-shift experts ---------------------------
-
-struct Slabs {
-  std::vector<uint8_t> mxfp4, shift2, channel_scale;
-};
 
 // Rows per step of the FP8 and MXFP4 checks: at most kStepElems codes (elements) and
 // `chunk` input bytes, at least one row. The job memory below and the loops use the same.
@@ -503,11 +554,14 @@ class CheckpointVerifier : public Verifier {
         jobs.push_back({expert_job_memory(p, false, gemm, o.tokens), [&be, &o, &model, &t, sh, cs, p, e, gemm](Sink& s) {
                           CheckpointVerifier v(be, o, s);
                           v.in_ = &model;
-                          Slabs got;
-                          if (!v.read_slabs(model, t, *sh, *cs, p, e, got)) return;
-                          std::vector<int8_t> q;
-                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, got, q)) return;
-                          if (gemm) v.verify_gemm(model.view.file_of(t), t.name, e, p, got, q, nullptr);
+                          PooledSteps bufs(s.steps, true);
+                          ExpertBuffers& b = *bufs->expert;
+                          Lap lap;
+                          v.size_slabs(p, b.got);
+                          s.stages.buffers += lap.next();
+                          if (!v.read_slabs(model, t, *sh, *cs, e, b.got)) return;
+                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, b)) return;
+                          if (gemm) v.verify_gemm(model.view.file_of(t), t.name, e, p, b, false);
                         }});
       }
     }
@@ -655,11 +709,15 @@ class CheckpointVerifier : public Verifier {
     }
   }
 
-  bool read_slabs(const LoadedModel& m, const ModelTensor& mx, const ModelTensor& sh, const ModelTensor& cs,
-                  const RemapParams& p, uint64_t e, Slabs& s) {
+  // One expert's slab sizes (buffers from the pool: resized, not cleared; every byte is
+  // written by the read or the remap before it is compared).
+  static void size_slabs(const RemapParams& p, Slabs& s) {
     s.mxfp4.resize(remap_mxfp4_bytes(p));
     s.shift2.resize(remap_shift2_bytes(p));
     s.channel_scale.resize(remap_channel_scale_bytes(p));
+  }
+  bool read_slabs(const LoadedModel& m, const ModelTensor& mx, const ModelTensor& sh, const ModelTensor& cs, uint64_t e,
+                  Slabs& s) {
     return read(file_of(m, mx), mx.offset + e * s.mxfp4.size(), s.mxfp4) &&
            read(file_of(m, sh), sh.offset + e * s.shift2.size(), s.shift2) &&
            read(file_of(m, cs), cs.offset + e * s.channel_scale.size(), s.channel_scale);
@@ -673,20 +731,31 @@ class CheckpointVerifier : public Verifier {
     return {ng * 8 + lane / 4, 32 * kb + 2 * j + (high ? 1 : 0)};
   }
 
+  // The CPU decode of OUT's slabs (kept in b.q_cpu for the GEMM check) against the device's.
   bool verify_decode(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
-                     const Slabs& got, std::vector<int8_t>& q_cpu) {
+                     ExpertBuffers& b) {
     VerifyCheck& c = add_check("int8_shift_decode", tensor, "expert " + std::to_string(e), p.rows * p.k);
-    q_cpu.assign(p.rows * p.k, 0);
-    std::vector<int8_t> q_dev(q_cpu.size());
+    const Slabs& got = b.got;
+    std::vector<int8_t>&q_cpu = b.q_cpu, &q_dev = b.q_dev;
+    Lap lap;
+    // Pooled, not cleared: both decodes write every element (the device's output, like the
+    // GPU backend's device buffers, holds the previous expert's values before the call).
+    q_cpu.resize(p.rows * p.k);
+    q_dev.resize(q_cpu.size());
+    r_.stages.buffers += lap.next();
     if (!decode_int8_shift(got.mxfp4, got.shift2, p, q_cpu)) {
       c.ok = false;
       r_.findings.error("VERIFY_LAYOUT", file, tensor, std::nullopt, "expert " + std::to_string(e) + " cannot be decoded");
       return false;
     }
+    r_.stages.cpu_reference += lap.next();
     std::string error;
     if (!be_.decode_int8_shift(got.mxfp4, got.shift2, p, q_dev, error)) return backend_failed(c, file, error);
     r_.input_bytes_decoded += got.mxfp4.size() + got.shift2.size();
-    if (auto i = first_difference<int8_t>(q_dev, q_cpu)) {
+    lap.next();  // the device's time: TimedBackend
+    const auto diff = first_difference<int8_t>(q_dev, q_cpu);
+    r_.stages.compare += lap.next();
+    if (auto i = diff) {
       mismatch(c, file, std::nullopt,
                "expert " + std::to_string(e) + " row " + std::to_string(*i / p.k) + " column " +
                    std::to_string(*i % p.k) + ": device decode " + std::to_string(q_dev[*i]) + " vs CPU " +
@@ -698,9 +767,14 @@ class CheckpointVerifier : public Verifier {
 
   // Random activations (BF16-representable, like hidden states), quantized on both sides,
   // then the GEMM on both sides; with the original weights, the error against them.
+  // With `original`, b.w_orig holds the device's original weights (verify_mxfp4).
   void verify_gemm(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
-                   const Slabs& got, const std::vector<int8_t>& q_cpu, const std::vector<float>* w_orig) {
+                   const ExpertBuffers& b, bool original) {
+    const Slabs& got = b.got;
+    const std::vector<int8_t>& q_cpu = b.q_cpu;
+    const std::vector<float>* w_orig = original ? &b.w_orig : nullptr;
     const uint64_t m = std::max<uint64_t>(1, o_.tokens), k = p.k, n = p.rows;
+    Lap lap;
     const std::string part = "expert " + std::to_string(e);
     std::mt19937_64 rng(o_.seed ^ (std::hash<std::string>{}(tensor) + e));
     std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -710,9 +784,14 @@ class CheckpointVerifier : public Verifier {
     std::vector<int8_t> a_dev(m * k), a_cpu(m * k);
     std::vector<float> s_dev(m), s_cpu(m);
     std::string error;
+    r_.stages.gemm_cpu += lap.next();
     if (!be_.quantize_activations(x, m, k, a_dev, s_dev, error)) return void(backend_failed(qc, file, error));
+    lap.next();  // the device's time: TimedBackend
     quantize_activations(x, m, k, a_cpu, s_cpu);
-    if (first_difference<int8_t>(a_dev, a_cpu) || first_difference<float>(s_dev, s_cpu)) {
+    r_.stages.gemm_cpu += lap.next();
+    const bool quant_differs = first_difference<int8_t>(a_dev, a_cpu) || first_difference<float>(s_dev, s_cpu);
+    r_.stages.compare += lap.next();
+    if (quant_differs) {
       mismatch(qc, file, std::nullopt, part + ": device activation quantization differs from the CPU reference");
       return;
     }
@@ -721,21 +800,27 @@ class CheckpointVerifier : public Verifier {
     std::memcpy(cs.data(), got.channel_scale.data(), n * 4);
     std::vector<int32_t> acc_dev(m * n), acc_cpu(m * n);
     std::vector<uint16_t> out_dev(m * n), out_cpu(m * n);
+    r_.stages.gemm_cpu += lap.next();
     if (!be_.int8_gemm(a_dev, s_dev, got.mxfp4, got.shift2, cs, m, p, acc_dev, out_dev, error))
       return void(backend_failed(gc, file, error));
+    lap.next();  // the device's time: TimedBackend
     // Columns of the product are independent: the CPU reference runs blocks of them on all
     // cores (a block's weight rows stay in cache for every token).
     for_column_blocks(m, n, [&](uint64_t c0, uint64_t cols, std::span<int32_t> acc, std::span<uint16_t> out) {
       int8_gemm_bf16(a_cpu, s_cpu, std::span<const int8_t>(q_cpu).subspan(c0 * k, cols * k),
                      std::span<const float>(cs).subspan(c0, cols), m, cols, k, acc, out);
     }, acc_cpu, out_cpu);
-    if (auto i = first_difference<int32_t>(acc_dev, acc_cpu)) {
+    r_.stages.gemm_cpu += lap.next();
+    const auto acc_diff = first_difference<int32_t>(acc_dev, acc_cpu);
+    const auto out_diff = acc_diff ? std::nullopt : first_difference<uint16_t>(out_dev, out_cpu);
+    r_.stages.compare += lap.next();
+    if (auto i = acc_diff) {
       return mismatch(gc, file, std::nullopt,
                       part + " output [" + std::to_string(*i / n) + ", " + std::to_string(*i % n) +
                           "]: device int32 accumulator " + std::to_string(acc_dev[*i]) + " vs CPU " +
                           std::to_string(acc_cpu[*i]));
     }
-    if (auto i = first_difference<uint16_t>(out_dev, out_cpu)) {
+    if (auto i = out_diff) {
       return mismatch(gc, file, std::nullopt,
                       part + " output [" + std::to_string(*i / n) + ", " + std::to_string(*i % n) + "]: device BF16 " +
                           hex(out_dev[*i], 4) + " vs CPU " + hex(out_cpu[*i], 4));
@@ -755,6 +840,7 @@ class CheckpointVerifier : public Verifier {
       den += y * y;
     }
     const double rel = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+    r_.stages.gemm_cpu += lap.next();
     gc.rel_l2 = rel;
     r_.max_rel_l2 = std::max(r_.max_rel_l2, rel);
     if (!(rel <= o_.max_rel_l2)) {
@@ -774,39 +860,49 @@ class CheckpointVerifier : public Verifier {
     const RemapParams& p = fm.params;
     const std::string file = out.view.file_of(mx);
     {
+      // The buffers come from the pool, resized: every byte is read or written below before
+      // it is compared.
+      PooledSteps pooled(r_.steps, true);
+      ExpertBuffers& b = *pooled->expert;
+      Lap lap;
       // The input experts of this slab, stacked (w13 = w1 rows then w3 rows).
-      std::vector<std::vector<uint8_t>> bufs;
-      std::vector<RemapPart> parts;
-      bufs.reserve(2 * fm.parts[e].size());  // parts point into bufs
-      for (const auto& [wi, si] : fm.parts[e]) {
-        const ModelTensor& w = in.view.tensors[wi];
-        const ModelTensor& s = in.view.tensors[si];
-        bufs.emplace_back(w.nbytes);
-        if (!read(file_of(in, w), w.offset, bufs.back())) return;
-        bufs.emplace_back(s.nbytes);
-        if (!read(file_of(in, s), s.offset, bufs.back())) return;
-        parts.push_back(RemapPart{bufs[bufs.size() - 2], bufs.back(), w.shape[0]});
+      b.parts.resize(2 * fm.parts[e].size());
+      for (size_t j = 0; j < fm.parts[e].size(); ++j) {
+        b.parts[2 * j].resize(in.view.tensors[fm.parts[e][j].first].nbytes);
+        b.parts[2 * j + 1].resize(in.view.tensors[fm.parts[e][j].second].nbytes);
       }
-      Slabs got, want;
-      if (!read_slabs(out, mx, *sh, *cs, p, e, got)) return;
-      want.mxfp4.resize(got.mxfp4.size());
-      want.shift2.resize(got.shift2.size());
-      want.channel_scale.resize(got.channel_scale.size());
+      size_slabs(p, b.got);
+      size_slabs(p, b.want);
+      r_.stages.buffers += lap.next();
+      std::vector<RemapPart> parts;
+      for (size_t j = 0; j < fm.parts[e].size(); ++j) {
+        const ModelTensor& w = in.view.tensors[fm.parts[e][j].first];
+        const ModelTensor& s = in.view.tensors[fm.parts[e][j].second];
+        if (!read(file_of(in, w), w.offset, b.parts[2 * j]) || !read(file_of(in, s), s.offset, b.parts[2 * j + 1])) return;
+        parts.push_back(RemapPart{b.parts[2 * j], b.parts[2 * j + 1], w.shape[0]});
+      }
+      const Slabs& got = b.got;
+      Slabs& want = b.want;
+      if (!read_slabs(out, mx, *sh, *cs, e, b.got)) return;
+      lap.next();  // the reads' time: Verifier::read
       VerifyCheck& bc = add_check("int8_shift_bytes", mx.name, "expert " + std::to_string(e), p.rows * p.k);
-      if (remap_expert_mxfp4(parts, p, want.mxfp4, nullptr) || remap_expert_shift2(parts, p, want.shift2) ||
-          remap_expert_channel_scale(parts, p, want.channel_scale)) {
+      const bool remap_failed = remap_expert_mxfp4(parts, p, want.mxfp4, nullptr) ||
+                                remap_expert_shift2(parts, p, want.shift2) ||
+                                remap_expert_channel_scale(parts, p, want.channel_scale);
+      r_.stages.cpu_reference += lap.next();
+      if (remap_failed) {
         bc.ok = false;
         r_.findings.error("VERIFY_INPUT", in.path, mx.name, std::nullopt,
                           "the reference experts cannot be remapped (expert " + std::to_string(e) + ")");
         return;
       }
-      if (!compare_slabs(bc, out, mx, *sh, *cs, p, e, got, want)) return;
-      std::vector<int8_t> q;
-      if (!verify_decode(file, mx.name, e, p, got, q)) return;
+      const bool slabs_equal = compare_slabs(bc, out, mx, *sh, *cs, p, e, got, want);
+      r_.stages.compare += lap.next();
+      if (!slabs_equal) return;
+      if (!verify_decode(file, mx.name, e, p, b)) return;
       if (o_.gemm_experts != 0 && e >= o_.gemm_experts) return;
-      std::vector<float> w_orig;
-      if (!verify_mxfp4(file, mx.name, e, p, parts, w_orig)) return;
-      verify_gemm(file, mx.name, e, p, got, q, &w_orig);
+      if (!verify_mxfp4(file, mx.name, e, p, parts, b.w_orig)) return;
+      verify_gemm(file, mx.name, e, p, b, true);
     }
   }
 
@@ -848,19 +944,28 @@ class CheckpointVerifier : public Verifier {
   bool verify_mxfp4(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
                     const std::vector<RemapPart>& parts, std::vector<float>& w) {
     VerifyCheck& c = add_check("mxfp4_dequant", tensor, "expert " + std::to_string(e), p.rows * p.k);
-    w.assign(p.rows * p.k, 0);
+    Lap lap;
+    // Pooled, so NaN first: no CPU value is NaN (finite or infinite), so an element the
+    // device does not write differs.
+    w.resize(p.rows * p.k);
+    std::fill(w.begin(), w.end(), std::numeric_limits<float>::quiet_NaN());
+    r_.stages.buffers += lap.next();
     uint64_t row0 = 0;
     for (const RemapPart& part : parts) {
       std::span<float> dst(w.data() + row0 * p.k, part.rows * p.k);
       std::string error;
+      lap.next();
       if (!be_.mxfp4_to_f32(part.weight, part.scale, part.rows, p.k, dst, error)) return backend_failed(c, file, error);
       r_.input_bytes_decoded += part.weight.size() + part.scale.size();
+      lap.next();  // the device's time: TimedBackend
       const Mxfp4ValueTable& values = mxfp4_value_table();
       auto want_of = [&](uint64_t i) {
         const uint8_t byte = part.weight[i / 2], code = (i % 2) ? byte >> 4 : byte & 15;
         return values.v[part.scale[i / 32]][code];
       };
-      if (auto bad = first_index(dst.size(), [&](uint64_t i) { return f32_bits(want_of(i)) != f32_bits(dst[i]); })) {
+      const auto bad = first_index(dst.size(), [&](uint64_t i) { return f32_bits(want_of(i)) != f32_bits(dst[i]); });
+      r_.stages.compare += lap.next();  // the CPU values (a table lookup each) and the comparison
+      if (bad) {
         const uint64_t i = *bad;
         const float want = want_of(i);
         {
@@ -954,8 +1059,10 @@ class GgufVerifier : public Verifier {
       }
       F32Digest device, cpu;
       if (!be_.ggml_digest(type, a, *r_.digest, device, error)) return void(backend_failed(c, src.path(), error));
+      Lap lap;
       if (!cpu_digest(type, *info, b, StepBuffers::take(bufs->want, kDigestPiece), cpu, error))
         return cpu_failed(c, src.path(), tensor, src_offset, error);
+      r_.stages.cpu_reference += lap.next();
       if (device == cpu) continue;
       // The digests differ: compared piece by piece (within the job's memory) to name the
       // first differing element and both values.
@@ -1138,6 +1245,66 @@ class SerialBackend final : public DecodeBackend {
   std::mutex mu_;
 };
 
+// Times every backend call by kind (--stats; VerifyStages::device_*): the calling thread's
+// wall time, summed in nanoseconds over all threads. Forwards everything else.
+class TimedBackend final : public DecodeBackend {
+ public:
+  explicit TimedBackend(DecodeBackend& be) : be_(be) {}
+  std::string name() const override { return be_.name(); }
+  uint64_t max_chunk_bytes() const override { return be_.max_chunk_bytes(); }
+  bool concurrent() const override { return be_.concurrent(); }
+  uint64_t host_memory() const override { return be_.host_memory(); }
+  bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                   std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
+    return timed(fp8_, [&] { return be_.fp8_to_bf16(w, row_begin, g, kind, scale, out, error); });
+  }
+  bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                    std::span<float> out, std::string& error) override {
+    return timed(mxfp4_, [&] { return be_.mxfp4_to_f32(w, scale, rows, k, out, error); });
+  }
+  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         std::span<int8_t> q, std::string& error) override {
+    return timed(int8_decode_, [&] { return be_.decode_int8_shift(tiles, shift2, p, q, error); });
+  }
+  bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
+                            std::span<float> a_scale, std::string& error) override {
+    return timed(gemm_, [&] { return be_.quantize_activations(x, m, k, a, a_scale, error); });
+  }
+  bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
+                 std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
+                 std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
+    return timed(gemm_, [&] { return be_.int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error); });
+  }
+  bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
+    return timed(ggml_, [&] { return be_.ggml_to_f32(type, blocks, out, error); });
+  }
+  bool has_ggml_digest() const override { return be_.has_ggml_digest(); }
+  bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
+                   std::string& error) override {
+    return timed(ggml_, [&] { return be_.ggml_digest(type, blocks, w, out, error); });
+  }
+  void add_to(VerifyStages& s) const {
+    auto sec = [](const std::atomic<uint64_t>& ns) { return static_cast<double>(ns.load()) * 1e-9; };
+    s.device_fp8 += sec(fp8_);
+    s.device_mxfp4 += sec(mxfp4_);
+    s.device_int8_decode += sec(int8_decode_);
+    s.device_ggml += sec(ggml_);
+    s.device += sec(fp8_) + sec(mxfp4_) + sec(int8_decode_) + sec(ggml_);
+    s.gemm_device += sec(gemm_);
+  }
+
+ private:
+  template <class Call>
+  static bool timed(std::atomic<uint64_t>& ns, Call call) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = call();
+    ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    return ok;
+  }
+  DecodeBackend& be_;
+  std::atomic<uint64_t> fp8_{0}, mxfp4_{0}, int8_decode_{0}, ggml_{0}, gemm_{0};
+};
+
 // Runs the jobs: a oneTBB pipeline of at most jobs_in_flight() tokens, each job on any
 // core, the results merged into the report in job order.
 void run_jobs(std::vector<Job>& jobs, const DecodeBackend& be, const VerifyOptions& o, VerifyReport& r) {
@@ -1168,7 +1335,9 @@ void run_jobs(std::vector<Job>& jobs, const DecodeBackend& be, const VerifyOptio
                                          it.sink->backend = r.backend;
                                          it.sink->steps = &steps;
                                          it.sink->digest = o.full_compare ? nullptr : &digest;
+                                         Lap lap;
                                          jobs[it.index].run(*it.sink);
+                                         it.sink->stages.jobs += lap.next();
                                          jobs[it.index].run = nullptr;  // captured state goes now
                                          return it;
                                        }) &
@@ -1178,6 +1347,7 @@ void run_jobs(std::vector<Job>& jobs, const DecodeBackend& be, const VerifyOptio
             r.findings.append(s.findings);
             r.input_bytes_decoded += s.input_bytes_decoded;
             r.max_rel_l2 = std::max(r.max_rel_l2, s.max_rel_l2);
+            r.stages += s.stages;
             ++done;
             if (o.progress) o.progress(done, jobs.size());
           }));
@@ -1329,6 +1499,7 @@ void verify_pack(const std::string& path, DecodeBackend& be, const VerifyOptions
   r.max_rel_l2 = decoded.max_rel_l2;
   r.jobs = decoded.jobs;
   r.jobs_in_flight = decoded.jobs_in_flight;
+  r.stages = decoded.stages;
 }
 
 }  // namespace
@@ -1344,12 +1515,13 @@ VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const 
   r.reference = options.reference;
   r.backend = backend.name();
   SerialBackend serial(backend);
-  DecodeBackend& be = backend.concurrent() ? backend : serial;
+  TimedBackend be(backend.concurrent() ? backend : static_cast<DecodeBackend&>(serial));
   if (is_expert_pack(path)) {
     verify_pack(path, be, options, r);
   } else {
     verify_safetensors(path, be, options, r);
   }
+  be.add_to(r.stages);
   report_nothing_verified(r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.peak_rss_bytes = peak_rss_bytes();

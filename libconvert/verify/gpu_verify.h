@@ -26,9 +26,9 @@
 // concurrent() (lanes: a stream, pinned staging and device buffers each), so the jobs'
 // transfers and kernels overlap; a backend that is not takes one call at a time while
 // other jobs read and compute their references. Each job holds a few step buffers (at most
-// 4M elements per step, ~30-60 MiB, reused from job to job through a pool) or one expert's
-// matrices (an INT8-shift expert: about 8 bytes per weight with the GEMM check, 3
-// without). Jobs in flight = clamp((memory_budget - backend.host_memory()) / largest job,
+// 4M elements per step, ~30-60 MiB) or one expert's matrices (an INT8-shift expert: about 8
+// bytes per weight with the GEMM check, 3 without), both reused from job to job through a
+// pool whose sets hold one kind at a time (no allocation or page fault per job). Jobs in flight = clamp((memory_budget - backend.host_memory()) / largest job,
 // 1, 2 x cores), so the payload buffers and the backend's pinned staging stay within
 // memory_budget unless one job alone is larger, which then runs alone. An expert pack's
 // validation runs on its own thread beside the jobs (verify_pack).
@@ -70,6 +70,25 @@ struct VerifyCheck {
   std::optional<double> rel_l2;  // int8_gemm: against the original weights
 };
 
+// Where a verification's time went (--stats; measured like seconds, different every run).
+// Each figure is the sum over jobs of the wall time a job spent in that stage, so with
+// several jobs in flight the sums exceed the run's seconds; a stage that runs on all cores
+// inside one job (the CPU reference GEMM) counts its wall time once. `device_*` are the
+// backend's calls (wall time of the calling thread: upload, kernel, download, and any
+// wait for a busy lane or for the serializing lock), summed over calls.
+struct VerifyStages {
+  double jobs = 0;           // every job, start to end
+  double read = 0;           // preads of IN and OUT (every job)
+  double buffers = 0;        // INT8-shift experts: sizing the expert's buffers (pooled)
+  double cpu_reference = 0;  // INT8-shift experts: the remap of IN and the CPU decode; GGUF/pack: the CPU digests
+  double compare = 0;        // INT8-shift experts: slabs, decode, GEMM results, original weights
+  double gemm_cpu = 0;       // activations, CPU quantization, CPU INT8 GEMM, double product, rel_l2
+  double device = 0;         // backend calls other than the GEMM's two (the sum of the four below)
+  double device_fp8 = 0, device_mxfp4 = 0, device_int8_decode = 0, device_ggml = 0;
+  double gemm_device = 0;    // backend quantize_activations + int8_gemm
+  VerifyStages& operator+=(const VerifyStages& o);
+};
+
 struct VerifyReport {
   std::string path, reference, backend;
   std::string kind;  // converted, checkpoint, gguf, expert-pack
@@ -81,6 +100,7 @@ struct VerifyReport {
   uint64_t peak_rss_bytes = 0;  // the process's, when the report was made (measured, like seconds)
   uint64_t jobs = 0;            // units of work (tensors, experts, parts)
   uint64_t jobs_in_flight = 0;  // the most that ran at once
+  VerifyStages stages;
   uint64_t failed() const;
 };
 

@@ -60,9 +60,14 @@ def main() -> int:
                       tmp + "/bf16"]))
         # ckpt-gpu (built beside ckpt) with the host emulation of the kernels: no GPU needed.
         gpu = str(pathlib.Path(ckpt).parent / "ckpt-gpu")
+        # With --stats the summary has the stage times too (an INT8-shift conversion: every stage).
+        subprocess.run([ckpt, "convert", "-q", "--experts", "int8-shift", str(fixtures / "oracle/dsv4-tiny"),
+                        tmp + "/int8"], capture_output=True)
         for args in (["--json", "-", str(fixtures / "ggml/qwen3next-tiny.gguf")],
                      ["--json", "-", str(fixtures / "oracle/dsv4-tiny")],
-                     ["--json", "-", "--reference", str(fixtures / "oracle/dsv4-tiny"), tmp + "/bf16"]):
+                     ["--json", "-", "--reference", str(fixtures / "oracle/dsv4-tiny"), tmp + "/bf16"],
+                     ["--stats", "--json", "-", "--reference", str(fixtures / "oracle/dsv4-tiny"), tmp + "/int8"],
+                     ["--stats", "--json", "-", str(fixtures / "ggml/qwen3next-tiny.gguf")]):
             runs.append(("verify-report.schema.json", [gpu, "verify", "--backend", "emulate", *args]))
         # repack-experts --json: a repack, and a refused one (the same OUT_DIR again, not empty).
         for out_dir in (tmp + "/pack-json", tmp + "/pack-json"):

@@ -9,6 +9,7 @@
 #include "test_util.h"
 #include "numerics/int8_shift.h"
 #include "verify/backend.h"
+#include "verify/gpu_verify.h"
 
 namespace ckpt {
 namespace {
@@ -175,6 +176,62 @@ TEST_P(GpuVerify, OneJobAtATimeGivesTheSameReportAsManyInFlight) {
   EXPECT_NE(one.out.find("element 777"), std::string::npos) << one.out;
   EXPECT_EQ(without_verdict(one.out), without_verdict(many.out));
   EXPECT_EQ(verify(out, fixture("oracle/dsv4-tiny"), "--memory-budget lots").exit_code, 2);
+}
+
+// --stats: a line of seconds per stage on stderr, and with --json the same stages in
+// summary.stages; without --stats the report has no stages (two runs' reports differ in
+// seconds and peak_rss_bytes only).
+TEST_P(GpuVerify, StatsGiveEveryStageOnStderrAndInTheJsonOnlyWithStats) {
+  const std::string out = convert("int8-shift");
+  auto r = verify(out, fixture("oracle/dsv4-tiny"), "-q --stats --json " + shell_quote(tmp_.str("s.json")));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const size_t line = r.err.find("ckpt-gpu stages (seconds summed over jobs): ");
+  ASSERT_NE(line, std::string::npos) << r.err;
+  const std::string json = test::read_text(tmp_.str("s.json"));
+  ASSERT_NE(json.find("\"stages\":{"), std::string::npos) << json.substr(0, 600);
+  // Every stage an INT8-shift conversion goes through took some time (steady_clock, ns).
+  for (const char* stage : {"jobs", "read", "buffers", "cpu_reference", "compare", "gemm_cpu", "device", "device_fp8",
+                            "device_mxfp4", "device_int8_decode", "gemm_device"}) {
+    const std::string field = std::string(stage == std::string("jobs") ? ": " : ", ") + stage + " ";
+    EXPECT_NE(r.err.find(field, line), std::string::npos) << stage << "\n" << r.err;
+    const size_t at = json.find(std::string("\"") + stage + "_s\":");
+    ASSERT_NE(at, std::string::npos) << stage << "\n" << json.substr(0, 600);
+    EXPECT_GT(std::stod(json.substr(at + std::strlen(stage) + 5)), 0.0) << stage;
+  }
+  EXPECT_NE(json.find("\"device_ggml_s\":0"), std::string::npos);  // no GGUF here
+  r = verify(out, fixture("oracle/dsv4-tiny"), "-q --json " + shell_quote(tmp_.str("plain.json")));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::read_text(tmp_.str("plain.json")).find("\"stages\""), std::string::npos);
+  EXPECT_EQ(r.err.find("ckpt-gpu stages"), std::string::npos) << r.err;
+}
+
+// The experts' buffers are reused from job to job (one set for every expert when one job
+// runs at a time, w13 and w2 experts of different sizes alternating): experts after a
+// flipped one still pass, and each flipped one is named to the element.
+TEST_P(GpuVerify, ReusedExpertBuffersStillNameEachFlippedExpertAndPassTheOthers) {
+  const std::string out = convert("int8-shift");
+  auto model = test::load_model_checked(out);
+  auto params = [&](const std::string& stem) {
+    RemapParams p;
+    p.rows = model->view.find(stem + ".channel_scale")->shape[1];
+    p.k = model->view.find(stem + ".mxfp4")->shape[1] * 32;
+    return p;
+  };
+  const RemapParams w2 = params("layers.1.ffn.experts.w2"), w13 = params("layers.2.ffn.experts.w13");
+  flip(out, "layers.1.ffn.experts.w2.mxfp4", 2 * remap_mxfp4_bytes(w2) + 5);    // expert 2, tile byte 5
+  flip(out, "layers.2.ffn.experts.w13.mxfp4", 5 * remap_mxfp4_bytes(w13) + 5);  // expert 5, tile byte 5
+  for (const char* budget : {"1K", "1G"}) {
+    auto r = verify(out, fixture("oracle/dsv4-tiny"), std::string("--gemm-experts 0 --memory-budget ") + budget);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("int8_shift_bytes         78 ok      2 failed"), std::string::npos) << budget << r.out;
+    EXPECT_NE(r.out.find("int8_shift_decode        78 ok      0 failed"), std::string::npos) << budget << r.out;
+    EXPECT_NE(r.out.find("int8_gemm                78 ok      0 failed"), std::string::npos) << budget << r.out;
+    // Tile byte 5: lane 1 (row 0, tid 1), lane byte 1 -> source byte 3: elements 6 and 7.
+    EXPECT_NE(r.out.find("tensor layers.1.ffn.experts.w2.mxfp4"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tensor layers.2.ffn.experts.w13.mxfp4"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("expert 2 element [0, 7]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("expert 5 element [0, 7]"), std::string::npos) << r.out;
+  }
 }
 
 TEST_P(GpuVerify, RepackOfQwen3nextTinyPassesAndAFlippedBlobByteFails) {
@@ -353,6 +410,85 @@ TEST_P(GpuVerify, GptOssFlippedInputBlockByteIsAMismatch) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, GpuVerify, ::testing::Values("emulate", "gpu"),
                          [](const auto& info) { return info.param; });
+
+// The emulation, with one device result wrong: the INT8-shift decode's element [1, 5]
+// off by one bit, or the MXFP4 decode's element 3 of each call never written.
+class OneElementWrong final : public DecodeBackend {
+ public:
+  explicit OneElementWrong(bool decode) : decode_(decode), be_(make_emulated_backend()) {}
+  std::string name() const override { return "one element wrong"; }
+  bool concurrent() const override { return true; }
+  bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                   std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
+    return be_->fp8_to_bf16(w, row_begin, g, kind, scale, out, error);
+  }
+  bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                    std::span<float> out, std::string& error) override {
+    if (decode_) return be_->mxfp4_to_f32(w, scale, rows, k, out, error);
+    std::vector<float> all(out.size());
+    if (!be_->mxfp4_to_f32(w, scale, rows, k, all, error)) return false;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (i != 3) out[i] = all[i];
+    return true;
+  }
+  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         std::span<int8_t> q, std::string& error) override {
+    if (!be_->decode_int8_shift(tiles, shift2, p, q, error)) return false;
+    if (decode_) q[1 * p.k + 5] = static_cast<int8_t>(q[1 * p.k + 5] ^ 1);
+    return true;
+  }
+  bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
+                            std::span<float> a_scale, std::string& error) override {
+    return be_->quantize_activations(x, m, k, a, a_scale, error);
+  }
+  bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
+                 std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
+                 std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
+    return be_->int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error);
+  }
+  bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
+    return be_->ggml_to_f32(type, blocks, out, error);
+  }
+
+ private:
+  bool decode_;
+  std::unique_ptr<DecodeBackend> be_;
+};
+
+// The experts' buffers are reused from job to job, so a wrong device element is found in
+// every expert, named with both values, and an element the device never writes (the
+// original weights' buffer holds NaN, which no MXFP4 value is) is a mismatch, not a stale
+// value from an earlier expert.
+TEST(GpuVerifyExperts, AWrongOrUnwrittenDeviceElementIsNamedInEveryExpert) {
+  TempDir tmp;
+  const std::string out = tmp.str("int8");
+  auto c = run_ckpt("convert -q --experts int8-shift " + shell_quote(fixture("oracle/dsv4-tiny")) + " " + shell_quote(out));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  for (const bool decode : {true, false}) {
+    for (const uint64_t budget : {uint64_t{1024}, uint64_t{1} << 30}) {  // one job at a time, and many
+      OneElementWrong be(decode);
+      VerifyOptions o;
+      o.reference = fixture("oracle/dsv4-tiny");
+      o.gemm_experts = 0;
+      o.memory_budget = budget;
+      const VerifyReport r = verify_path(out, be, o);
+      uint64_t named = 0, failed = 0;
+      for (const Finding& f : r.findings.items())
+        named += f.code == "VERIFY_MISMATCH" &&
+                 f.message.find(decode ? " row 1 column 5: device decode " : " original weight [0, 3]: device nan vs CPU ") !=
+                     std::string::npos;
+      for (const VerifyCheck& ch : r.checks) failed += !ch.ok;
+      EXPECT_EQ(named, 80u) << decode << " " << budget;  // 5 matrices pairs x 2 x 8 experts
+      EXPECT_EQ(failed, 80u) << decode << " " << budget;
+      if (decode) {
+        const std::string& m = r.findings.items().front().message;
+        const size_t d = m.find("device decode "), cpu = m.find(" vs CPU ");
+        ASSERT_TRUE(d != std::string::npos && cpu != std::string::npos) << m;
+        EXPECT_EQ(std::stoi(m.substr(d + 14)), std::stoi(m.substr(cpu + 8)) ^ 1) << m;
+      }
+    }
+  }
+}
 
 TEST(GpuVerifyCli, NoDeviceIsExitCode4WithAReason) {
   std::string error;
