@@ -48,7 +48,7 @@ measure() {
   printf '%-16s %6.2f GB  cat %6.2f s (%5.2f GB/s)  verify %7.2f s (%5.2f GB/s, exit %d)  ratio cat/verify %5.2f (goal >= 0.8)\n' \
     "$name" "$(python3 -c "print($bytes/1e9)")" "$tc" "$(python3 -c "print($bytes/1e9/$tc)")" "$tv" \
     "$(python3 -c "print($bytes/1e9/$tv)")" "$rc" "$(python3 -c "print($tc/$tv)")"
-  echo "                 ${stats##*ckpt-gpu stats: }"
+  echo "                 ${stats#*ckpt-gpu stats: }"
   if [ -n "$BEFORE" ]; then
     t2=$(now); set +e; "$BEFORE/ckpt-gpu" verify -q "$@" > /dev/null 2>&1; rc=$?; set -e; t3=$(now)
     tv=$(secs "$t2" "$t3")
@@ -65,8 +65,9 @@ for mode in keep int8-shift bf16; do
   measure "$mode" "$IN"/*.safetensors "$OUT"/*.safetensors -- --reference "$IN" "$OUT"
   rm -rf "$OUT"
 done
-GGUF="$DATA/vg.gguf"
-[ -f "$GGUF" ] || python3 "$HERE/make_gguf.py" "$GGUF" "$LAYERS" 64 > /dev/null
+# Random blocks with finite f16 scales, as in real files (BENCH_GGUF_FINITE=1).
+GGUF="$DATA/vgf.gguf"
+[ -f "$GGUF" ] || BENCH_GGUF_FINITE=1 python3 "$HERE/make_gguf.py" "$GGUF" "$LAYERS" 64 > /dev/null
 measure gguf "$GGUF" -- "$GGUF"
 # The same without the device digest: every f32 back to the host and compared (the old way).
 measure gguf-full "$GGUF" -- --full-compare "$GGUF"
