@@ -176,4 +176,4 @@ install-check: deb-check
 ci-extra: release-build deb-check
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(RELEASE_BUILD) $(CLANG_BUILD) $(DEMO_DIR)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(RELEASE_BUILD) $(CLANG_BUILD) $(DEMO_DIR) build-fuzz  # build-fuzz: the fuzz build before it moved into build-asan
