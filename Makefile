@@ -1,11 +1,15 @@
 # ckptkit: two commands on a fresh Debian 12 machine.
 #   make demo   installs the Debian packages it needs, builds, runs synth -> validate -> convert -> validate --reference -> inspect -> ckpt-gpu verify
-#   make test   the GoogleTest suite twice: a normal build and an AddressSanitizer + UBSan build,
-#               then every libFuzzer target for a fixed number of runs (fuzz-smoke)
-#   make ci-extra   (CI, after make test) a Release build, a clang build, the .deb built,
-#               installed and run, and a find_package(ckptkit) consumer (see ci-extra below)
+#   make test   the GoogleTest suite twice: a normal build (GCC, the GPU compilers too) and one
+#               clang 14 build with AddressSanitizer + UBSan that also holds the libFuzzer
+#               targets (asan), then every libFuzzer target for a fixed number of runs (fuzz-smoke)
+#   make ci-extra   (CI, after make test) a Release build, the .deb built, installed and run,
+#               and a find_package(ckptkit) consumer (see ci-extra below)
 BUILD      ?= build
+# The sanitizer build: clang 14, ASan + UBSan, the tests and the libFuzzer targets
+# (CKPT_FUZZ implies CKPT_SANITIZE); make asan and make fuzz-smoke both use it.
 ASAN_BUILD ?= build-asan
+ASAN_CXX   ?= clang++-14
 JOBS       ?= $(shell nproc)
 DEMO_DIR   ?= demo-out
 DEB_PACKAGES = cmake g++ make pkg-config libcli11-dev libsimdjson-dev libxxhash-dev libssl-dev \
@@ -17,8 +21,7 @@ CLANG_BUILD   ?= build-clang
 CLANG_CXX     ?= clang++-14
 # Warnings are errors here and in CI (a developer setting; the package build does not force it).
 WERROR        ?= -DCKPT_WERROR=ON
-FUZZ_BUILD   ?= build-fuzz
-FUZZ_CXX     ?= clang++-14
+FUZZ_BUILD   ?= $(ASAN_BUILD)
 FUZZ_TARGETS = safetensors_header index_json config_dsv4 gguf_header ggml_dequant expert_pack_manifest hash_manifest hub_list json_walk
 # The documented limits: 2 GiB RSS, no single allocation over 96 MiB (what the ASan suite
 # allows; the 100,000,000-byte safetensors header is the largest legitimate one), 1 s per input.
@@ -65,8 +68,12 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(WERROR)
 	cmake --build $(BUILD) -j$(JOBS)
 
-asan-build: deps
-	cmake -S . -B $(ASAN_BUILD) -DCKPT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(WERROR)
+# One configuration for the sanitizer suite, the clang suite and the fuzz targets.
+ASAN_CONFIGURE = cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_CXX_COMPILER=$(ASAN_CXX) -DCKPT_SANITIZE=ON -DCKPT_FUZZ=ON \
+                   -DCMAKE_BUILD_TYPE=RelWithDebInfo $(WERROR)
+asan-build: FUZZ_BUILD_DIR = $(ASAN_BUILD)
+asan-build: deps-fuzz
+	$(ASAN_CONFIGURE)
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 
 demo: build
@@ -91,15 +98,21 @@ asan: asan-build
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:max_allocation_size_mb=96 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j$(JOBS)
 
-# libFuzzer targets: the library built with clang, -fsanitize=fuzzer-no-link,address,undefined.
+# libFuzzer targets: the library built with clang, -fsanitize=fuzzer-no-link,address,undefined,
+# in the sanitizer build's directory (only the fuzz targets are built here; after make asan
+# they are already there).
+fuzz-build: FUZZ_BUILD_DIR = $(FUZZ_BUILD)
 fuzz-build: deps-fuzz
-	cmake -S . -B $(FUZZ_BUILD) -DCKPT_FUZZ=ON -DCKPT_BUILD_TESTS=OFF -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo $(WERROR)
+	$(ASAN_CONFIGURE)
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 
-# Every target for FUZZ_RUNS inputs, starting from a temporary copy of its seed corpus
+# Every target for FUZZ_RUNS inputs (FUZZ_TARGETS must name every tests/fuzz/fuzz_*.cpp, and a
+# missing binary fails), starting from a temporary copy of its seed corpus
 # (the tree is never written); any crash, leak, timeout or over-limit allocation fails.
 fuzz-smoke: fuzz-build
+	@listed="$(sort $(FUZZ_TARGETS))"; found="$$(ls tests/fuzz/fuzz_*.cpp | sed 's|.*/fuzz_||; s|\.cpp$$||' | LC_ALL=C sort | xargs)"; \
+	  if [ "$$listed" != "$$found" ]; then \
+	    echo "fuzz-smoke: FUZZ_TARGETS ($$listed) differs from tests/fuzz/fuzz_*.cpp ($$found)"; exit 1; fi
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  work=$$(mktemp -d); cp -r tests/fuzz/corpus/$$t/. $$work/; \
 	  echo "fuzz-smoke: $$t ($(FUZZ_RUNS) runs)"; \
@@ -136,10 +149,12 @@ release-build: deps
 	cmake -S . -B $(RELEASE_BUILD) -DCMAKE_BUILD_TYPE=Release -DCKPT_BUILD_TESTS=OFF $(WERROR)
 	cmake --build $(RELEASE_BUILD) -j$(JOBS)
 
-# clang 14 compiles everything (tests included) warning-free, and the suite runs again: it is
-# short next to the build, and compiler-dependent results are what it catches (clang commuted
-# an AVX2 add that GCC kept in order: GgmlDequantIsa). No GPU compiler (the normal build
-# covers the kernels); the Slurm recipe test does not depend on the compiler.
+# Not in CI: the sanitizer build (make asan) is the clang 14 build there; it compiles
+# everything (tests included) warning-free and runs the whole suite, which catches
+# compiler-dependent results (clang commuted an AVX2 add that GCC kept in order:
+# GgmlDequantIsa). This is the same without sanitizers, for a developer who wants clang's
+# optimized code as a user gets it. No GPU compiler (the normal build covers the kernels);
+# the Slurm recipe test does not depend on the compiler.
 CLANG_CTEST ?= -E '^(slurm_e2e|real_client_transformers)$$'
 clang-build: deps-fuzz
 	cmake -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$(CLANG_CXX) \
@@ -158,7 +173,7 @@ deb-check: deb
 
 install-check: deb-check
 
-ci-extra: release-build deb-check clang-build
+ci-extra: release-build deb-check
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(RELEASE_BUILD) $(CLANG_BUILD) $(DEMO_DIR)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(RELEASE_BUILD) $(CLANG_BUILD) $(DEMO_DIR) build-fuzz  # build-fuzz: the fuzz build before it moved into build-asan

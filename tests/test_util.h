@@ -10,6 +10,19 @@
 
 #include "formats/loader.h"
 
+// CKPT_TEST_ASAN is 1 in an AddressSanitizer build: GCC defines __SANITIZE_ADDRESS__,
+// clang 14 only answers __has_feature(address_sanitizer) (make asan builds with clang).
+#if defined(__SANITIZE_ADDRESS__)
+#define CKPT_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CKPT_TEST_ASAN 1
+#endif
+#endif
+#ifndef CKPT_TEST_ASAN
+#define CKPT_TEST_ASAN 0
+#endif
+
 namespace ckpt::test {
 
 // Every finding on one line ("CODE file [tensor] message"), for assertion messages.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Prints one Markdown table row per long-run log (tests/fuzz/long_run.sh):
 # target | seconds | executions | cov | ft | corpus | peak RSS | result.
-# Usage: tests/fuzz/summarize.sh [LOG_DIR]   (default build-fuzz/long)
+# Usage: tests/fuzz/summarize.sh [LOG_DIR]   (default build-asan/long)
 set -euo pipefail
-dir=${1:-build-fuzz/long}
+dir=${1:-build-asan/long}
 for log in "$dir"/*.log; do
   t=$(basename "$log" .log)
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")

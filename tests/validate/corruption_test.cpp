@@ -20,7 +20,7 @@ std::atomic<size_t> g_largest_allocation{0};
 
 // Under AddressSanitizer the allocator owns operator new; the sanitizer run enforces
 // the same bound with ASAN_OPTIONS=max_allocation_size_mb (see the Makefile) instead.
-#ifndef __SANITIZE_ADDRESS__
+#if !CKPT_TEST_ASAN
 // The replacement pairs malloc with free consistently; GCC cannot see that across the
 // replaced operators and warns.
 #pragma GCC diagnostic push
