@@ -7,7 +7,12 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
 
 #include "core/checked_math.h"
 #include "core/ggml_types.h"
@@ -53,15 +58,22 @@ class PackValidator {
   void check_padding();
   void check_dense();
   void check_reference(const std::string& reference, bool deep);
-  bool reference_sha256(const MappedFile& ref);
-  void compare_parts(const MappedFile& ref, const GgufFile& g);
-  bool expected_source(const GgufFile& g, const PackManifestBlob& b, const PackManifestPart& p);
+  bool reference_sha256(const MappedFile& ref, Findings& f);
+  std::vector<Findings> compare_parts(const MappedFile& ref, const GgufFile& g);
+  bool expected_source(const GgufFile& g, const PackManifestBlob& b, const PackManifestPart& p, Findings& f);
   void check_coverage(const GgufFile& g);
   void compare_dense(const MappedFile& ref, const GgufFile& g);
   void compare_dense_kvs(const MappedFile& ref, const GgufFile& g);
   void compare_a_log(const MappedFile& ref, uint64_t ref_data_start, const GgufTensorInfo& src, const GgufTensorInfo& out);
+  struct Buffers {
+    std::vector<uint8_t> a, b;
+  };
   bool bytes_equal(const MappedFile& a, uint64_t a_off, const MappedFile& b, uint64_t b_off, uint64_t len,
-                   uint64_t& first_diff);
+                   uint64_t& first_diff) {
+    return bytes_equal(a, a_off, b, b_off, len, first_diff, f_, bufs_);
+  }
+  static bool bytes_equal(const MappedFile& a, uint64_t a_off, const MappedFile& b, uint64_t b_off, uint64_t len,
+                          uint64_t& first_diff, Findings& f, Buffers& bufs);
   bool part_in_file(const PackManifestBlob& b, const PackManifestPart& p) const;
   std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
 
@@ -72,7 +84,8 @@ class PackValidator {
   uint64_t experts_size_ = 0;  // experts_.size() once opened (or the size given to run_manifest_only)
   std::optional<GgufFile> dense_gguf_;  // when dense.gguf read without errors
   bool geometry_ok_ = true;
-  std::vector<uint8_t> buf_a_, buf_b_;  // streaming buffers, allocated once
+  std::vector<uint8_t> buf_a_;  // streaming buffer, allocated once
+  Buffers bufs_;                // bytes_equal's on this thread
 };
 
 bool PackValidator::load_manifest() { return read_pack_manifest(dir_, m_, f_); }
@@ -197,31 +210,48 @@ void PackValidator::check_blob_order() {
 }
 
 // The point of the manifest: every part's bytes hash to what it records. Streamed.
+// Every part's xxh3 on all cores, the findings appended in part order up to the first part
+// that could not be read (as one thread reading them in order would stop there).
 void PackValidator::hash_parts() {
   const std::string file = path(m_.experts_name);
-  std::vector<uint8_t>& buf = buf_a_;
-  buf.resize(kReadChunk);
-  for (const auto& b : m_.blobs) {
-    for (const auto& p : b.parts) {
+  std::vector<std::pair<const PackManifestBlob*, const PackManifestPart*>> parts;
+  for (const auto& b : m_.blobs)
+    for (const auto& p : b.parts) parts.emplace_back(&b, &p);
+  std::vector<Findings> found(parts.size());
+  std::vector<uint8_t> unreadable(parts.size(), 0);
+  tbb::enumerable_thread_specific<std::vector<uint8_t>> buffers([] { return std::vector<uint8_t>(kReadChunk); });
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, parts.size(), 8), [&](const tbb::blocked_range<size_t>& r) {
+    std::vector<uint8_t>& buf = buffers.local();
+    for (size_t i = r.begin(); i < r.end(); ++i) {
+      const PackManifestBlob& b = *parts[i].first;
+      const PackManifestPart& p = *parts[i].second;
       if (!part_in_file(b, p)) continue;  // already reported as a range finding
       Xxh3 hash;
       const uint64_t start = b.offset + p.offset;
-      for (uint64_t pos = 0; pos < p.size; pos += buf.size()) {
+      bool read_all = true;
+      for (uint64_t pos = 0; pos < p.size && read_all; pos += buf.size()) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), p.size - pos));
         IoError err;
         if (!experts_.read_at(start + pos, std::span<uint8_t>(buf.data(), n), err)) {
-          f_.error("IO_READ", file, p.tensor, start + pos, err.message);
-          return;
+          found[i].error("IO_READ", file, p.tensor, start + pos, err.message);
+          unreadable[i] = 1;
+          read_all = false;
+          break;
         }
         hash.update(std::span<const uint8_t>(buf.data(), n));
       }
+      if (!read_all) continue;
       const std::string got = xxh3_hex(hash.digest());
       if (got != p.xxh3) {
-        f_.error("PACK_PART_HASH", file, p.tensor, start,
-                 pack_blob_name(b) + " part '" + p.tensor + "' at " + std::to_string(start) + " has xxh3 " + got +
-                     ", the manifest says " + p.xxh3);
+        found[i].error("PACK_PART_HASH", file, p.tensor, start,
+                       pack_blob_name(b) + " part '" + p.tensor + "' at " + std::to_string(start) + " has xxh3 " + got +
+                           ", the manifest says " + p.xxh3);
       }
     }
+  });
+  for (size_t i = 0; i < parts.size(); ++i) {
+    f_.append(found[i]);
+    if (unreadable[i]) return;
   }
 }
 
@@ -292,22 +322,22 @@ void PackValidator::check_dense() {
   }
 }
 
-bool PackValidator::reference_sha256(const MappedFile& ref) {
+// On a thread of its own (check_reference): its own buffer, its own findings.
+bool PackValidator::reference_sha256(const MappedFile& ref, Findings& f) {
   Sha256 sha;
-  std::vector<uint8_t>& buf = buf_a_;
-  buf.resize(kReadChunk);
+  std::vector<uint8_t> buf(kReadChunk);
   for (uint64_t pos = 0; pos < ref.size(); pos += buf.size()) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), ref.size() - pos));
     IoError err;
     if (!ref.read_at(pos, std::span<uint8_t>(buf.data(), n), err)) {
-      f_.error("IO_READ", ref.path(), "", pos, err.message);
+      f.error("IO_READ", ref.path(), "", pos, err.message);
       return false;
     }
     sha.update(std::span<const uint8_t>(buf.data(), n));
   }
   const std::string got = sha.hex_digest();
   if (got != m_.source_sha256) {
-    f_.error("PACK_SOURCE_SHA256", ref.path(), "", std::nullopt,
+    f.error("PACK_SOURCE_SHA256", ref.path(), "", std::nullopt,
              "reference SHA-256 is " + got + ", the manifest's source has " + m_.source_sha256);
     return false;
   }
@@ -315,14 +345,14 @@ bool PackValidator::reference_sha256(const MappedFile& ref) {
 }
 
 // The part must be expert b.expert's slice of the named 3-D tensor in the reference.
-bool PackValidator::expected_source(const GgufFile& g, const PackManifestBlob& b, const PackManifestPart& p) {
+bool PackValidator::expected_source(const GgufFile& g, const PackManifestBlob& b, const PackManifestPart& p, Findings& f) {
   const auto* t = g.find_tensor(p.tensor);
   std::optional<uint64_t> expected;
   if (t != nullptr && t->n_dims == 3 && b.expert < t->ne[2] && t->nbytes / t->ne[2] == p.size) {
     expected = checked_add(g.data_start + t->offset, b.expert * p.size);  // inside the file: read_gguf checked
   }
   if (!expected || *expected != p.source_offset) {
-    f_.error("PACK_SOURCE_RANGE", path(m_.experts_name), p.tensor, std::nullopt,
+    f.error("PACK_SOURCE_RANGE", path(m_.experts_name), p.tensor, std::nullopt,
              pack_blob_name(b) + " part '" + p.tensor + "' claims source bytes [" + std::to_string(p.source_offset) + ", +" +
                  std::to_string(p.size) + "), which are not expert " + std::to_string(b.expert) + " of that tensor");
     return false;
@@ -331,9 +361,9 @@ bool PackValidator::expected_source(const GgufFile& g, const PackManifestBlob& b
 }
 
 bool PackValidator::bytes_equal(const MappedFile& a, uint64_t a_off, const MappedFile& b, uint64_t b_off, uint64_t len,
-                                uint64_t& first_diff) {
-  std::vector<uint8_t>& x = buf_a_;
-  std::vector<uint8_t>& y = buf_b_;
+                                uint64_t& first_diff, Findings& f, Buffers& bufs) {
+  std::vector<uint8_t>& x = bufs.a;
+  std::vector<uint8_t>& y = bufs.b;
   x.resize(kReadChunk);
   y.resize(kReadChunk);
   for (uint64_t pos = 0; pos < len; pos += x.size()) {
@@ -341,7 +371,7 @@ bool PackValidator::bytes_equal(const MappedFile& a, uint64_t a_off, const Mappe
     IoError err;
     if (!a.read_at(a_off + pos, std::span<uint8_t>(x.data(), n), err) ||
         !b.read_at(b_off + pos, std::span<uint8_t>(y.data(), n), err)) {
-      f_.error("IO_READ", err.path, "", std::nullopt, err.message);
+      f.error("IO_READ", err.path, "", std::nullopt, err.message);
       first_diff = pos;
       return false;
     }
@@ -355,18 +385,29 @@ bool PackValidator::bytes_equal(const MappedFile& a, uint64_t a_off, const Mappe
   return true;
 }
 
-void PackValidator::compare_parts(const MappedFile& ref, const GgufFile& g) {
-  for (const auto& b : m_.blobs) {
-    for (const auto& p : b.parts) {
-      if (!part_in_file(b, p) || !expected_source(g, b, p)) continue;
+// Every part against its source slice, on all cores: each part's findings in its own slot,
+// appended in part order by the caller (the report is the one a single thread gives).
+std::vector<Findings> PackValidator::compare_parts(const MappedFile& ref, const GgufFile& g) {
+  std::vector<std::pair<const PackManifestBlob*, const PackManifestPart*>> parts;
+  for (const auto& b : m_.blobs)
+    for (const auto& p : b.parts) parts.emplace_back(&b, &p);
+  std::vector<Findings> found(parts.size());
+  tbb::enumerable_thread_specific<Buffers> buffers;
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, parts.size(), 8), [&](const tbb::blocked_range<size_t>& r) {
+    Buffers& bufs = buffers.local();
+    for (size_t i = r.begin(); i < r.end(); ++i) {
+      const PackManifestBlob& b = *parts[i].first;
+      const PackManifestPart& p = *parts[i].second;
+      if (!part_in_file(b, p) || !expected_source(g, b, p, found[i])) continue;
       uint64_t diff = 0;
-      if (!bytes_equal(experts_, b.offset + p.offset, ref, p.source_offset, p.size, diff)) {
-        f_.error("PACK_SOURCE_MISMATCH", path(m_.experts_name), p.tensor, b.offset + p.offset + diff,
-                 pack_blob_name(b) + " part '" + p.tensor + "' differs from its source slice at byte " + std::to_string(diff) +
-                     " (source offset " + std::to_string(p.source_offset + diff) + ")");
+      if (!bytes_equal(experts_, b.offset + p.offset, ref, p.source_offset, p.size, diff, found[i], bufs)) {
+        found[i].error("PACK_SOURCE_MISMATCH", path(m_.experts_name), p.tensor, b.offset + p.offset + diff,
+                       pack_blob_name(b) + " part '" + p.tensor + "' differs from its source slice at byte " +
+                           std::to_string(diff) + " (source offset " + std::to_string(p.source_offset + diff) + ")");
       }
     }
-  }
+  });
+  return found;
 }
 
 // Every expert of every expert tensor in the reference is in exactly one blob.
@@ -413,8 +454,8 @@ void PackValidator::compare_a_log(const MappedFile& ref, uint64_t ref_data_start
     return;
   }
   // Bounded chunks through pread (ssm_a is small; the chunking keeps it so for any file).
-  std::vector<uint8_t>& a = buf_a_;
-  std::vector<uint8_t>& b = buf_b_;
+  std::vector<uint8_t>& a = bufs_.a;
+  std::vector<uint8_t>& b = bufs_.b;
   const uint64_t chunk = kReadChunk - kReadChunk % 4;
   for (uint64_t i = 0; i < src.nbytes / 4; ++i) {
     const uint64_t at = 4 * i % chunk;
@@ -476,14 +517,24 @@ void PackValidator::check_reference(const std::string& reference, bool deep) {
     f_.error("IO_OPEN", reference, "", std::nullopt, "cannot read the reference: " + err.message);
     return;
   }
-  if (!reference_sha256(ref)) return;
+  // The SHA-256 (one stream, ~2 GB/s) on its own thread while the reference is parsed and
+  // every part compared with it; their findings count only if the SHA-256 is the source's.
+  Findings sha_findings;
+  bool sha_ok = false;
+  std::thread sha([&] { sha_ok = reference_sha256(ref, sha_findings); });
   Findings ref_findings;
   auto g = read_gguf(ref, reference, ref_findings);
-  if (!g || ref_findings.has_errors()) {
+  const bool valid = g && !ref_findings.has_errors();
+  std::vector<Findings> parts;
+  if (valid && geometry_ok_) parts = compare_parts(ref, *g);
+  sha.join();
+  f_.append(sha_findings);
+  if (!sha_ok) return;
+  if (!valid) {
     f_.error("PACK_REFERENCE_INVALID", reference, "", std::nullopt, "the reference is not a valid GGUF file");
     return;
   }
-  if (geometry_ok_) compare_parts(ref, *g);
+  for (const Findings& f : parts) f_.append(f);
   check_coverage(*g);
   if (deep && dense_gguf_) compare_dense(ref, *g);
 }
