@@ -73,6 +73,55 @@ class DecodeBackend {
   }
 };
 
+// A backend that passes every call to another one: the base of the verifier's wrappers
+// (one call at a time, timing) and of the tests' faulty backends, each of which overrides
+// only the calls it changes. Borrows `inner`, or owns it.
+class ForwardingBackend : public DecodeBackend {
+ public:
+  explicit ForwardingBackend(DecodeBackend& inner) : inner_(&inner) {}
+  explicit ForwardingBackend(std::unique_ptr<DecodeBackend> owned) : owned_(std::move(owned)), inner_(owned_.get()) {}
+  std::string name() const override { return inner_->name(); }
+  uint64_t max_chunk_bytes() const override { return inner_->max_chunk_bytes(); }
+  bool concurrent() const override { return inner_->concurrent(); }
+  uint64_t host_memory() const override { return inner_->host_memory(); }
+  bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                   std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
+    return inner_->fp8_to_bf16(w, row_begin, g, kind, scale, out, error);
+  }
+  bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                    std::span<float> out, std::string& error) override {
+    return inner_->mxfp4_to_f32(w, scale, rows, k, out, error);
+  }
+  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         std::span<int8_t> q, std::string& error) override {
+    return inner_->decode_int8_shift(tiles, shift2, p, q, error);
+  }
+  bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
+                            std::span<float> a_scale, std::string& error) override {
+    return inner_->quantize_activations(x, m, k, a, a_scale, error);
+  }
+  bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
+                 std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
+                 std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
+    return inner_->int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error);
+  }
+  bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
+    return inner_->ggml_to_f32(type, blocks, out, error);
+  }
+  bool has_ggml_digest() const override { return inner_->has_ggml_digest(); }
+  bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
+                   std::string& error) override {
+    return inner_->ggml_digest(type, blocks, w, out, error);
+  }
+
+ protected:
+  DecodeBackend& inner() const { return *inner_; }
+
+ private:
+  std::unique_ptr<DecodeBackend> owned_;
+  DecodeBackend* inner_;
+};
+
 // The argument checks every backend makes before it touches memory, in one place so the
 // backends cannot drift apart. Sizes are element counts of the spans passed.
 namespace backend_args {

@@ -169,7 +169,7 @@ struct Sink {
   double max_rel_l2 = 0;
   std::string backend;
   StepPool* steps = nullptr;  // run_jobs' pool of step buffers
-  const DigestWeights* digest = nullptr;  // run_jobs' digest key; null: compare every element
+  const DigestWeights* digest = nullptr;  // run_jobs' digest key (used where digest_steps says)
 };
 
 // Seconds between consecutive stages of one job: next() is the time since the last call
@@ -1039,7 +1039,7 @@ class GgufVerifier : public Verifier {
     const uint64_t step_elems = step / row_bytes * row_elems;
     // Digests first where the backend has them: 16 bytes back per step instead of every
     // f32 (8x a 4-bit input), the CPU's reference digested in cache-sized pieces.
-    const bool digest = r_.digest && digest_steps(be_, o_, step_elems);
+    const bool digest = digest_steps(be_, o_, step_elems);
     // A GGUF checked alone decodes the same bytes on both sides: one read per step.
     const bool same_bytes = &src == &ref && src_offset == ref_offset;
     PooledSteps bufs(r_.steps);
@@ -1195,115 +1195,82 @@ uint64_t jobs_in_flight(const std::vector<Job>& jobs, uint64_t budget, uint64_t 
   return std::clamp<uint64_t>(for_jobs / largest, 1, 2 * cores);
 }
 
-// A backend whose calls may not overlap (one device, shared device buffers): one call at a
-// time, while the other jobs' reads, CPU references and comparisons go on.
-class SerialBackend final : public DecodeBackend {
+// The kinds of backend call, as --stats counts them (VerifyStages::device_*, gemm_device).
+enum class CallKind { fp8, mxfp4, int8_decode, ggml, gemm };
+
+// Every call of `inner` run through around(kind, call): the one-call-at-a-time and the
+// timing wrappers below differ only in `Around`.
+template <class Around>
+class AroundBackend final : public ForwardingBackend {
  public:
-  explicit SerialBackend(DecodeBackend& be) : be_(be) {}
-  std::string name() const override { return be_.name(); }
-  uint64_t max_chunk_bytes() const override { return be_.max_chunk_bytes(); }
-  uint64_t host_memory() const override { return be_.host_memory(); }
+  using ForwardingBackend::ForwardingBackend;
+  Around around;
   bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                    std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return be_.fp8_to_bf16(w, row_begin, g, kind, scale, out, error);
+    return around(CallKind::fp8, [&] { return inner().fp8_to_bf16(w, row_begin, g, kind, scale, out, error); });
   }
   bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
                     std::span<float> out, std::string& error) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return be_.mxfp4_to_f32(w, scale, rows, k, out, error);
+    return around(CallKind::mxfp4, [&] { return inner().mxfp4_to_f32(w, scale, rows, k, out, error); });
   }
   bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
                          std::span<int8_t> q, std::string& error) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return be_.decode_int8_shift(tiles, shift2, p, q, error);
+    return around(CallKind::int8_decode, [&] { return inner().decode_int8_shift(tiles, shift2, p, q, error); });
   }
   bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
                             std::span<float> a_scale, std::string& error) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return be_.quantize_activations(x, m, k, a, a_scale, error);
+    return around(CallKind::gemm, [&] { return inner().quantize_activations(x, m, k, a, a_scale, error); });
   }
   bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
                  std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
                  std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return be_.int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error);
+    return around(CallKind::gemm,
+                  [&] { return inner().int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error); });
   }
   bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return be_.ggml_to_f32(type, blocks, out, error);
+    return around(CallKind::ggml, [&] { return inner().ggml_to_f32(type, blocks, out, error); });
   }
-  bool has_ggml_digest() const override { return be_.has_ggml_digest(); }
   bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
                    std::string& error) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return be_.ggml_digest(type, blocks, w, out, error);
+    return around(CallKind::ggml, [&] { return inner().ggml_digest(type, blocks, w, out, error); });
   }
-
- private:
-  DecodeBackend& be_;
-  std::mutex mu_;
 };
+
+// For a backend whose calls may not overlap (one device, shared device buffers): one call
+// at a time, while the other jobs' reads, CPU references and comparisons go on.
+struct OneAtATime {
+  std::mutex mu;
+  template <class Call>
+  bool operator()(CallKind, Call call) {
+    std::lock_guard<std::mutex> lock(mu);
+    return call();
+  }
+};
+using SerialBackend = AroundBackend<OneAtATime>;
 
 // Times every backend call by kind (--stats; VerifyStages::device_*): the calling thread's
-// wall time, summed in nanoseconds over all threads. Forwards everything else.
-class TimedBackend final : public DecodeBackend {
- public:
-  explicit TimedBackend(DecodeBackend& be) : be_(be) {}
-  std::string name() const override { return be_.name(); }
-  uint64_t max_chunk_bytes() const override { return be_.max_chunk_bytes(); }
-  bool concurrent() const override { return be_.concurrent(); }
-  uint64_t host_memory() const override { return be_.host_memory(); }
-  bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
-                   std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
-    return timed(fp8_, [&] { return be_.fp8_to_bf16(w, row_begin, g, kind, scale, out, error); });
-  }
-  bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
-                    std::span<float> out, std::string& error) override {
-    return timed(mxfp4_, [&] { return be_.mxfp4_to_f32(w, scale, rows, k, out, error); });
-  }
-  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
-                         std::span<int8_t> q, std::string& error) override {
-    return timed(int8_decode_, [&] { return be_.decode_int8_shift(tiles, shift2, p, q, error); });
-  }
-  bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
-                            std::span<float> a_scale, std::string& error) override {
-    return timed(gemm_, [&] { return be_.quantize_activations(x, m, k, a, a_scale, error); });
-  }
-  bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
-                 std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
-                 std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
-    return timed(gemm_, [&] { return be_.int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error); });
-  }
-  bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
-    return timed(ggml_, [&] { return be_.ggml_to_f32(type, blocks, out, error); });
-  }
-  bool has_ggml_digest() const override { return be_.has_ggml_digest(); }
-  bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
-                   std::string& error) override {
-    return timed(ggml_, [&] { return be_.ggml_digest(type, blocks, w, out, error); });
-  }
-  void add_to(VerifyStages& s) const {
-    auto sec = [](const std::atomic<uint64_t>& ns) { return static_cast<double>(ns.load()) * 1e-9; };
-    s.device_fp8 += sec(fp8_);
-    s.device_mxfp4 += sec(mxfp4_);
-    s.device_int8_decode += sec(int8_decode_);
-    s.device_ggml += sec(ggml_);
-    s.device += sec(fp8_) + sec(mxfp4_) + sec(int8_decode_) + sec(ggml_);
-    s.gemm_device += sec(gemm_);
-  }
-
- private:
+// wall time, summed in nanoseconds over all threads.
+struct CallTimes {
+  std::atomic<uint64_t> ns[5] = {};
   template <class Call>
-  static bool timed(std::atomic<uint64_t>& ns, Call call) {
+  bool operator()(CallKind kind, Call call) {
     const auto t0 = std::chrono::steady_clock::now();
     const bool ok = call();
-    ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    ns[static_cast<int>(kind)] += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     return ok;
   }
-  DecodeBackend& be_;
-  std::atomic<uint64_t> fp8_{0}, mxfp4_{0}, int8_decode_{0}, ggml_{0}, gemm_{0};
+  void add_to(VerifyStages& s) const {
+    auto sec = [&](CallKind k) { return static_cast<double>(ns[static_cast<int>(k)].load()) * 1e-9; };
+    s.device_fp8 += sec(CallKind::fp8);
+    s.device_mxfp4 += sec(CallKind::mxfp4);
+    s.device_int8_decode += sec(CallKind::int8_decode);
+    s.device_ggml += sec(CallKind::ggml);
+    s.device += sec(CallKind::fp8) + sec(CallKind::mxfp4) + sec(CallKind::int8_decode) + sec(CallKind::ggml);
+    s.gemm_device += sec(CallKind::gemm);
+  }
 };
+using TimedBackend = AroundBackend<CallTimes>;
 
 // Runs the jobs: a oneTBB pipeline of at most jobs_in_flight() tokens, each job on any
 // core, the results merged into the report in job order.
@@ -1334,7 +1301,7 @@ void run_jobs(std::vector<Job>& jobs, const DecodeBackend& be, const VerifyOptio
                                          it.sink = std::make_unique<Sink>();
                                          it.sink->backend = r.backend;
                                          it.sink->steps = &steps;
-                                         it.sink->digest = o.full_compare ? nullptr : &digest;
+                                         it.sink->digest = &digest;
                                          Lap lap;
                                          jobs[it.index].run(*it.sink);
                                          it.sink->stages.jobs += lap.next();
@@ -1521,7 +1488,7 @@ VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const 
   } else {
     verify_safetensors(path, be, options, r);
   }
-  be.add_to(r.stages);
+  be.around.add_to(r.stages);
   report_nothing_verified(r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.peak_rss_bytes = peak_rss_bytes();

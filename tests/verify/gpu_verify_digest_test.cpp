@@ -13,36 +13,15 @@ namespace {
 
 enum class Fault { none, digest_only, one_element };
 
-// The emulation, with one fault injected into its GGUF results.
-class FaultyBackend final : public DecodeBackend {
+// The emulation, with one fault injected into its GGUF results (every other call forwarded).
+class FaultyBackend final : public ForwardingBackend {
  public:
-  explicit FaultyBackend(Fault f, uint64_t element = 5) : be_(make_emulated_backend()), fault_(f), element_(element) {}
-  std::string name() const override { return "faulty " + be_->name(); }
-  bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
-                   std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
-    return be_->fp8_to_bf16(w, row_begin, g, kind, scale, out, error);
-  }
-  bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
-                    std::span<float> out, std::string& error) override {
-    return be_->mxfp4_to_f32(w, scale, rows, k, out, error);
-  }
-  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
-                         std::span<int8_t> q, std::string& error) override {
-    return be_->decode_int8_shift(tiles, shift2, p, q, error);
-  }
-  bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
-                            std::span<float> a_scale, std::string& error) override {
-    return be_->quantize_activations(x, m, k, a, a_scale, error);
-  }
-  bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
-                 std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
-                 std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
-    return be_->int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error);
-  }
+  explicit FaultyBackend(Fault f, uint64_t element = 5)
+      : ForwardingBackend(make_emulated_backend()), fault_(f), element_(element) {}
   // The faulty element: element `element_` of the first digested step that has it, its low
   // bit flipped in every decode of it (the verifier compares a differing step piece by piece).
   bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
-    if (!be_->ggml_to_f32(type, blocks, out, error)) return false;
+    if (!inner().ggml_to_f32(type, blocks, out, error)) return false;
     if (fault_ != Fault::one_element || !step_ || blocks.data() < step_ || blocks.data() >= step_ + step_bytes_) return true;
     const GgmlTypeInfo* info = ggml_type_info(type);
     const uint64_t first = static_cast<uint64_t>(blocks.data() - step_) / info->type_size * info->block_size;
@@ -50,11 +29,10 @@ class FaultyBackend final : public DecodeBackend {
       out[element_ - first] = std::bit_cast<float>(std::bit_cast<uint32_t>(out[element_ - first]) ^ 1u);
     return true;
   }
-  bool has_ggml_digest() const override { return true; }
   bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
                    std::string& error) override {
     ++digest_calls;
-    if (!be_->ggml_digest(type, blocks, w, out, error)) return false;
+    if (!inner().ggml_digest(type, blocks, w, out, error)) return false;
     const GgmlTypeInfo* info = ggml_type_info(type);
     const bool first = fault_ == Fault::one_element && !step_ && blocks.size() / info->type_size * info->block_size > element_;
     if (first) {
@@ -67,7 +45,6 @@ class FaultyBackend final : public DecodeBackend {
   int digest_calls = 0;
 
  private:
-  std::unique_ptr<DecodeBackend> be_;
   Fault fault_;
   uint64_t element_;
   const uint8_t* step_ = nullptr;

@@ -413,46 +413,29 @@ INSTANTIATE_TEST_SUITE_P(Backends, GpuVerify, ::testing::Values("emulate", "gpu"
 
 // The emulation, with one device result wrong: the INT8-shift decode's element [1, 5]
 // off by one bit, or the MXFP4 decode's element 3 of each call never written.
-class OneElementWrong final : public DecodeBackend {
+class OneElementWrong final : public ForwardingBackend {
  public:
-  explicit OneElementWrong(bool decode) : decode_(decode), be_(make_emulated_backend()) {}
+  explicit OneElementWrong(bool decode) : ForwardingBackend(make_emulated_backend()), decode_(decode) {}
   std::string name() const override { return "one element wrong"; }
   bool concurrent() const override { return true; }
-  bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
-                   std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
-    return be_->fp8_to_bf16(w, row_begin, g, kind, scale, out, error);
-  }
   bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
                     std::span<float> out, std::string& error) override {
-    if (decode_) return be_->mxfp4_to_f32(w, scale, rows, k, out, error);
+    if (decode_) return inner().mxfp4_to_f32(w, scale, rows, k, out, error);
     std::vector<float> all(out.size());
-    if (!be_->mxfp4_to_f32(w, scale, rows, k, all, error)) return false;
+    if (!inner().mxfp4_to_f32(w, scale, rows, k, all, error)) return false;
     for (size_t i = 0; i < out.size(); ++i)
       if (i != 3) out[i] = all[i];
     return true;
   }
   bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
                          std::span<int8_t> q, std::string& error) override {
-    if (!be_->decode_int8_shift(tiles, shift2, p, q, error)) return false;
+    if (!inner().decode_int8_shift(tiles, shift2, p, q, error)) return false;
     if (decode_) q[1 * p.k + 5] = static_cast<int8_t>(q[1 * p.k + 5] ^ 1);
     return true;
-  }
-  bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
-                            std::span<float> a_scale, std::string& error) override {
-    return be_->quantize_activations(x, m, k, a, a_scale, error);
-  }
-  bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
-                 std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
-                 std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
-    return be_->int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error);
-  }
-  bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
-    return be_->ggml_to_f32(type, blocks, out, error);
   }
 
  private:
   bool decode_;
-  std::unique_ptr<DecodeBackend> be_;
 };
 
 // The experts' buffers are reused from job to job, so a wrong device element is found in
