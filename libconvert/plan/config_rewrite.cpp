@@ -166,6 +166,17 @@ bool parse_object(std::string_view json, const char* file, JsonDoc& doc, simdjso
   return true;
 }
 
+// The end both model files share: the ckptkit_conversion record (appended when the input
+// had none to replace in place), the object closed, the text with its final newline.
+void finish_document(JsonPrettyWriter& w, bool has_conversion, const ConfigRewriteInput& in, std::string& output_json) {
+  if (!has_conversion) {
+    w.key("ckptkit_conversion");
+    write_conversion(w, in);
+  }
+  w.end_object();
+  output_json = w.text() + "\n";
+}
+
 }  // namespace
 
 const std::vector<std::string>& qw_bf16_modules() {
@@ -196,12 +207,7 @@ bool rewrite_params_json(std::string_view input_json, const ConfigRewriteInput& 
       w.element(member.value);
     }
   }
-  if (!has_conversion) {
-    w.key("ckptkit_conversion");
-    write_conversion(w, in);
-  }
-  w.end_object();
-  output_json = w.text() + "\n";
+  finish_document(w, has_conversion, in, output_json);
   return true;
 }
 
@@ -259,12 +265,7 @@ bool rewrite_config(std::string_view input_json, const ConfigRewriteInput& in, s
     w.key("quantization_config");
     write_quant(w, plan);
   }
-  if (!has_conversion) {
-    w.key("ckptkit_conversion");
-    write_conversion(w, in);
-  }
-  w.end_object();
-  output_json = w.text() + "\n";
+  finish_document(w, has_conversion, in, output_json);
   return true;
 }
 
