@@ -537,6 +537,24 @@ TEST(QuantProfiles, HfQuantConfigJsonRefusals) {
   }
 }
 
+// validate and inspect name `profile` as read from `file`, and so does convert --dry-run,
+// which lists a converted weight; returns the dry run's output.
+std::string expect_profile_named(const std::string& in, const std::string& out, const std::string& profile,
+                                 const std::string& file) {
+  auto v = test::run_ckpt("validate " + test::shell_quote(in));
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("quantization profile " + profile + " (from " + file + ")"), std::string::npos) << v.out;
+  auto i = test::run_ckpt("inspect " + test::shell_quote(in));
+  EXPECT_NE(i.out.find("quantization  " + profile + " (from " + file + ")"), std::string::npos) << i.out;
+  auto d = test::run_ckpt("convert --dry-run --experts bf16 " + test::shell_quote(in) + " " + test::shell_quote(out));
+  EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
+  EXPECT_NE(d.out.find("quantization profile " + profile + " (schemas/quant/" + profile + ".json, read from " + file + ")"),
+            std::string::npos)
+      << d.out;
+  EXPECT_NE(d.out.find("model.layers.0.mlp.up_proj.weight"), std::string::npos) << d.out;
+  return d.out;
+}
+
 // The command line: validate and inspect name the profile and the file, --dry-run names the
 // profile, the file and that hf_quant_config.json is not copied.
 TEST(QuantProfiles, ModelOptHfQuantConfigIsShownByValidateInspectAndDryRun) {
@@ -545,18 +563,8 @@ TEST(QuantProfiles, ModelOptHfQuantConfigIsShownByValidateInspectAndDryRun) {
   const std::string in = tmp.str("in");
   write_case(in, hf_rows()[1].c, rng);
   test::write_text(in + "/hf_quant_config.json", hf_quant_config("FP8_PER_CHANNEL_PER_TOKEN"));
-  auto v = test::run_ckpt("validate " + test::shell_quote(in));
-  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
-  EXPECT_NE(v.out.find("quantization profile modelopt-fp8 (from hf_quant_config.json)"), std::string::npos) << v.out;
-  auto i = test::run_ckpt("inspect " + test::shell_quote(in));
-  EXPECT_NE(i.out.find("quantization  modelopt-fp8 (from hf_quant_config.json)"), std::string::npos) << i.out;
-  auto d = test::run_ckpt("convert --dry-run --experts bf16 " + test::shell_quote(in) + " " + test::shell_quote(tmp.str("out")));
-  EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
-  EXPECT_NE(d.out.find("quantization profile modelopt-fp8 (schemas/quant/modelopt-fp8.json, read from hf_quant_config.json)"),
-            std::string::npos)
-      << d.out;
-  EXPECT_NE(d.out.find("model.layers.0.mlp.up_proj.weight"), std::string::npos) << d.out;
-  EXPECT_NE(d.out.find("hf_quant_config.json not copied"), std::string::npos) << d.out;
+  const std::string dry = expect_profile_named(in, tmp.str("out"), "modelopt-fp8", "hf_quant_config.json");
+  EXPECT_NE(dry.find("hf_quant_config.json not copied"), std::string::npos) << dry;
   auto j = test::run_ckpt("convert --dry-run --experts bf16 --json - " + test::shell_quote(in) + " " +
                           test::shell_quote(tmp.str("out")));
   EXPECT_NE(j.out.find(R"("dropped_side_files":["hf_quant_config.json"])"), std::string::npos) << j.out;
@@ -698,17 +706,7 @@ TEST(QuantProfiles, MistralNativeIsShownByValidateInspectAndDryRun) {
   test::TempDir tmp;
   const std::string in = tmp.str("in");
   write_native(in, native_cases()[1], rng, kParamsFp8);
-  auto v = test::run_ckpt("validate " + test::shell_quote(in));
-  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
-  EXPECT_NE(v.out.find("quantization profile mistral-native-fp8 (from params.json)"), std::string::npos) << v.out;
-  auto i = test::run_ckpt("inspect " + test::shell_quote(in));
-  EXPECT_NE(i.out.find("quantization  mistral-native-fp8 (from params.json)"), std::string::npos) << i.out;
-  auto d = test::run_ckpt("convert --dry-run --experts bf16 " + test::shell_quote(in) + " " + test::shell_quote(tmp.str("out")));
-  EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
-  EXPECT_NE(d.out.find("quantization profile mistral-native-fp8 (schemas/quant/mistral-native-fp8.json, read from params.json)"),
-            std::string::npos)
-      << d.out;
-  EXPECT_NE(d.out.find("model.layers.0.mlp.up_proj.weight"), std::string::npos) << d.out;
+  expect_profile_named(in, tmp.str("out"), "mistral-native-fp8", "params.json");
 }
 
 }  // namespace
