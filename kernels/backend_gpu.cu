@@ -13,6 +13,7 @@
 #include "gpu_bench.h"
 #include "numerics/ggml_tables.h"
 #include "verify/backend.h"
+#include "verify/opening_backend.h"
 
 namespace ckpt {
 namespace {
@@ -633,6 +634,8 @@ class PinnedBuffer {
 // kStageOut) = host_memory(); device memory is kLanes x the largest call's buffers.
 constexpr unsigned kLanes = 4;
 constexpr uint64_t kStageIn = uint64_t{16} << 20, kStageOut = uint64_t{16} << 20;
+// What the backend answers before and after it opens (OpeningBackend plans with it).
+constexpr BackendTraits kGpuTraits{kStageIn, uint64_t{kLanes} * (kStageIn + kStageOut), true, true};
 
 struct Lane {
   gpuStream_t stream{};
@@ -691,6 +694,18 @@ class LanePool {
     for (auto& l : lanes_)
       if (l->stream) (void)gpuStreamDestroy(l->stream);
   }
+  // Every lane made now (on the opening thread), so that its stream and pinned staging do
+  // not delay the first calls.
+  bool prewarm(std::string& error) {
+    std::vector<Lane*> made;
+    for (unsigned i = 0; i < kLanes; ++i) {
+      Lane* l = acquire(error);
+      if (!l) break;
+      made.push_back(l);
+    }
+    for (Lane* l : made) release(l);
+    return made.size() == kLanes;
+  }
   // A free lane (a new one while fewer than kLanes exist), waiting for one otherwise.
   Lane* acquire(std::string& error) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -739,13 +754,13 @@ class GpuBackend final : public DecodeBackend {
     sms_ = static_cast<unsigned>(std::max(1, prop.multiProcessorCount));
     name_ = std::string(CKPT_GPU_BACKEND) + ": " + prop.name + " (cc " + std::to_string(prop.major) + "." +
             std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs)";
-    return upload_tables(error);
+    return upload_tables(error) && lanes_.prewarm(error);
   }
 
   std::string name() const override { return name_; }
-  uint64_t max_chunk_bytes() const override { return kStageIn; }
-  bool concurrent() const override { return true; }  // one call per lane (LanePool)
-  uint64_t host_memory() const override { return uint64_t{kLanes} * (kStageIn + kStageOut); }
+  uint64_t max_chunk_bytes() const override { return kGpuTraits.max_chunk_bytes; }
+  bool concurrent() const override { return kGpuTraits.concurrent; }  // one call per lane (LanePool)
+  uint64_t host_memory() const override { return kGpuTraits.host_memory; }
 
   bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                    std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
@@ -884,7 +899,7 @@ class GpuBackend final : public DecodeBackend {
     });
   }
 
-  bool has_ggml_digest() const override { return true; }
+  bool has_ggml_digest() const override { return kGpuTraits.has_ggml_digest; }
   bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
                    std::string& error) override {
     const GgmlBlockShape shape = ggml_gpu_block(type);
@@ -1015,6 +1030,11 @@ std::unique_ptr<DecodeBackend> make_gpu_backend(int ordinal, std::string& error)
   auto b = std::make_unique<GpuBackend>();
   if (!b->open(ordinal, error)) return nullptr;
   return b;
+}
+
+std::unique_ptr<DecodeBackend> start_gpu_backend(int ordinal) {
+  return std::make_unique<OpeningBackend>([ordinal](std::string& error) { return make_gpu_backend(ordinal, error); },
+                                          kGpuTraits);
 }
 
 }  // namespace ckpt

@@ -42,29 +42,26 @@ Outcome run_verify(const VerifyArgs& a) {
   inputs.add_checkpoint(a.path);
   inputs.add_checkpoint(a.reference);
   if (auto o = ckptcli::check_outputs(kVerify, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
-  std::unique_ptr<ckpt::DecodeBackend> backend;
-  if (a.backend == "emulate") {
-    backend = ckpt::make_emulated_backend();
-  } else {
-    std::string error;
-    backend = ckpt::make_gpu_backend(a.device, error);
-    if (!backend) {
-      // No device: still a report (schema-valid, verdict fail) for a script that reads --json.
-      ckpt::VerifyReport r;
-      r.path = a.path;
-      r.reference = a.reference;
-      r.backend = "none";
-      r.findings.error("NO_DEVICE", "", "", std::nullopt,
-                       "no usable GPU: " + error + " (--backend emulate runs the kernels' arithmetic on the host)");
-      ckptcli::print_findings(kVerify, r.findings);
-      const Outcome written = ckptcli::emit(kVerify, a.c.json, ckpt::verify_report_json(r), inputs);
-      return ckpt::worse(Outcome::no_device, written);
-    }
-  }
   ckpt::VerifyOptions o;
   if (!ckpt::parse_size(a.memory_budget, o.memory_budget) || o.memory_budget == 0) {
     return ckptcli::usage_error(kVerify, "--memory-budget '" + a.memory_budget + "' is not a size (e.g. 1G, 512M)");
   }
+  // The device opens on a thread of its own (verify/opening_backend.h) while the verifier
+  // plans and computes CPU references ahead.
+  std::unique_ptr<ckpt::DecodeBackend> backend =
+      a.backend == "emulate" ? ckpt::make_emulated_backend() : ckpt::start_gpu_backend(a.device);
+  // No device: still a report (schema-valid, verdict fail) for a script that reads --json.
+  auto no_device = [&](const std::string& error) {
+    ckpt::VerifyReport r;
+    r.path = a.path;
+    r.reference = a.reference;
+    r.backend = "none";
+    r.findings.error("NO_DEVICE", "", "", std::nullopt,
+                     "no usable GPU: " + error + " (--backend emulate runs the kernels' arithmetic on the host)");
+    ckptcli::print_findings(kVerify, r.findings);
+    const Outcome written = ckptcli::emit(kVerify, a.c.json, ckpt::verify_report_json(r), inputs);
+    return ckpt::worse(Outcome::no_device, written);
+  };
   o.reference = a.reference;
   o.tokens = a.tokens;
   o.gemm_experts = a.gemm_experts;
@@ -74,6 +71,7 @@ Outcome run_verify(const VerifyArgs& a) {
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   const ckpt::VerifyReport r = ckpt::verify_path(a.path, *backend, o);
   progress.finish();
+  if (std::string why; backend->state(&why) == ckpt::BackendState::failed) return no_device(why);
   const Outcome written = ckptcli::emit(kVerify, a.c.json, ckpt::verify_report_json(r, a.stats), inputs);
   if (a.c.human()) std::cout << ckpt::verify_report_text(r, a.max_findings);
   else if (a.c.quiet) ckptcli::print_findings(kVerify, r.findings, ckpt::Severity::error);

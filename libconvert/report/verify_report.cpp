@@ -30,6 +30,7 @@ constexpr StageField kStageFields[] = {
     {"device_int8_decode", &VerifyStages::device_int8_decode},
     {"device_ggml", &VerifyStages::device_ggml},
     {"gemm_device", &VerifyStages::gemm_device},
+    {"ahead", &VerifyStages::ahead},
 };
 
 }  // namespace

@@ -22,6 +22,10 @@ namespace ckpt {
 
 enum class Fp8ScaleKind { e8m0, f32 };
 
+// Whether a backend takes calls yet: an OpeningBackend is `opening` while its device starts
+// (a CUDA process's first ~0.3 s), then `ready`, or `failed` when it could not.
+enum class BackendState { ready, opening, failed };
+
 class DecodeBackend {
  public:
   virtual ~DecodeBackend() = default;
@@ -35,6 +39,9 @@ class DecodeBackend {
   // Host memory (bytes) the backend itself may hold at most, whatever the calls: the GPU
   // backend's pinned staging buffers. The verifier counts it against --memory-budget.
   virtual uint64_t host_memory() const { return 0; }
+  // Never waits. While `opening`, the verifier computes CPU references that need no device;
+  // a call made meanwhile waits for the open. `why` gets the reason of a `failed`.
+  virtual BackendState state(std::string* /*why*/ = nullptr) const { return BackendState::ready; }
 
   // Rows [row_begin, row_begin + weight_rows.size()/g.cols) of an FP8 E4M3 weight with its
   // WHOLE scale grid (E8M0 bytes or F32 little-endian) -> BF16 bits (numerics/fp8.h rules).
@@ -84,6 +91,7 @@ class ForwardingBackend : public DecodeBackend {
   uint64_t max_chunk_bytes() const override { return inner_->max_chunk_bytes(); }
   bool concurrent() const override { return inner_->concurrent(); }
   uint64_t host_memory() const override { return inner_->host_memory(); }
+  BackendState state(std::string* why = nullptr) const override { return inner_->state(why); }
   bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                    std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
     return inner_->fp8_to_bf16(w, row_begin, g, kind, scale, out, error);
@@ -156,5 +164,9 @@ std::unique_ptr<DecodeBackend> make_emulated_backend();
 // The CUDA or HIP backend on device `ordinal`; nullptr with `error` set when the binary has
 // no GPU backend or no usable device is present.
 std::unique_ptr<DecodeBackend> make_gpu_backend(int ordinal, std::string& error);
+
+// The same backend opened on a thread of its own (verify/opening_backend.h): returned at
+// once, `opening` until make_gpu_backend returns, then forwarding to it (or `failed`).
+std::unique_ptr<DecodeBackend> start_gpu_backend(int ordinal);
 
 }  // namespace ckpt

@@ -15,7 +15,9 @@
 #include <tuple>
 
 #include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
 #include <tbb/parallel_pipeline.h>
 #include <tbb/parallel_reduce.h>
 #include <tbb/task_arena.h>
@@ -985,9 +987,55 @@ class CheckpointVerifier : public Verifier {
 
 // ---- GGUF: every tensor, and expert packs: every blob part ---------------------------
 
+// CPU digests computed ahead while an OpeningBackend still starts its device (a CUDA
+// process's first ~0.3 s): a digest step's CPU side needs no device, so the cores compute
+// what they can of it then, in plan order, and a job takes what is done instead of
+// computing it again (the same bytes, the same steps, the same function: the digests are
+// equal). A step not done ahead is computed by its job as before, so what is verified and
+// reported does not depend on how far the phase got. One slot per planned digest step.
+class DigestsAhead {
+ public:
+  static constexpr size_t kNone = std::numeric_limits<size_t>::max();
+  // Registers the digest steps of a range as verify_range will take them; its first slot,
+  // or kNone for a range compared element by element (or not at all).
+  size_t add(const DecodeBackend& be, const VerifyOptions& o, int32_t type, uint64_t row_elems, uint64_t bytes,
+             const MappedFile& cpu_file, uint64_t cpu_offset);
+  // On all cores but one (the driver's start needs one), while `be` is opening and within
+  // `budget` less the backend's own memory. Returns the phase's wall seconds.
+  double compute(const DecodeBackend& be, const DigestWeights& w, uint64_t budget, VerifyStages& stages);
+  // The digest of step `step` of the range registered at `first`, when it was computed.
+  bool take(size_t first, uint64_t step, F32Digest& out) const {
+    if (first == kNone || !slots_) return false;
+    const Slot& s = slots_[first + step];
+    if (!s.done.load(std::memory_order_acquire)) return false;
+    out = s.value;
+    return true;
+  }
+
+ private:
+  struct Step {
+    int32_t type;
+    const GgmlTypeInfo* info;
+    const MappedFile* file;
+    uint64_t offset, bytes;
+  };
+  struct Slot {
+    std::atomic<bool> done{false};
+    F32Digest value;
+  };
+  std::vector<Step> steps_;
+  std::unique_ptr<Slot[]> slots_;
+};
+
 class GgufVerifier : public Verifier {
  public:
   GgufVerifier(DecodeBackend& backend, const VerifyOptions& o, Sink& r) : Verifier(backend, o, r) {}
+
+  // The bytes of each step of a range of whole rows (the last may be shorter): at most
+  // kStepElems elements and the backend's chunk.
+  static uint64_t step_bytes(uint64_t row_bytes, uint64_t row_elems, uint64_t bytes, uint64_t chunk) {
+    return std::min(rows_per_step(row_bytes, row_elems, chunk) * row_bytes, bytes);
+  }
 
   static uint64_t rows_per_step(uint64_t row_bytes, uint64_t row_elems, uint64_t chunk) {
     return std::max<uint64_t>(1, std::min(chunk / std::max<uint64_t>(1, row_bytes), kStepElems / std::max<uint64_t>(1, row_elems)));
@@ -1014,9 +1062,10 @@ class GgufVerifier : public Verifier {
   // Dequantizes `bytes` of type `type` (whole rows of `row_elems`) read from `src` at
   // `src_offset` on the device; the CPU dequantizes `ref` at `ref_offset` (the same bytes,
   // or the slice they were copied from).
+  // `ahead`: the range's first slot in DigestsAhead (its CPU digests possibly done).
   void verify_range(const std::string& tensor, const std::string& part, int32_t type, uint64_t row_elems,
                     uint64_t bytes, const MappedFile& src, uint64_t src_offset, const MappedFile& ref,
-                    uint64_t ref_offset) {
+                    uint64_t ref_offset, const DigestsAhead* ahead = nullptr, size_t ahead_first = DigestsAhead::kNone) {
     const GgmlTypeInfo* info = ggml_type_info(type);
     VerifyCheck& c = add_check("ggml_dequant", tensor, part, 0);
     if (!info || info->block_size == 0 || info->type_size == 0 || row_elems % info->block_size) {
@@ -1035,7 +1084,7 @@ class GgufVerifier : public Verifier {
       return;
     }
     c.elements = bytes / row_bytes * row_elems;
-    const uint64_t step = std::min(rows_per_step(row_bytes, row_elems, chunk_bytes()) * row_bytes, bytes);
+    const uint64_t step = step_bytes(row_bytes, row_elems, bytes, chunk_bytes());
     const uint64_t step_elems = step / row_bytes * row_elems;
     // Digests first where the backend has them: 16 bytes back per step instead of every
     // f32 (8x a 4-bit input), the CPU's reference digested in cache-sized pieces.
@@ -1060,7 +1109,8 @@ class GgufVerifier : public Verifier {
       F32Digest device, cpu;
       if (!be_.ggml_digest(type, a, *r_.digest, device, error)) return void(backend_failed(c, src.path(), error));
       Lap lap;
-      if (!cpu_digest(type, *info, b, StepBuffers::take(bufs->want, kDigestPiece), cpu, error))
+      if (!(ahead && ahead->take(ahead_first, done / step, cpu)) &&
+          !cpu_digest(type, *info, b, StepBuffers::take(bufs->want, kDigestPiece), *r_.digest, cpu, error))
         return cpu_failed(c, src.path(), tensor, src_offset, error);
       r_.stages.cpu_reference += lap.next();
       if (device == cpu) continue;
@@ -1116,14 +1166,14 @@ class GgufVerifier : public Verifier {
   static constexpr uint64_t kDigestPiece = 65536;
 
   // The digest of the CPU dequantization of `blocks` (whole blocks), piece by piece.
-  bool cpu_digest(int32_t type, const GgmlTypeInfo& info, std::span<const uint8_t> blocks, std::span<float> piece,
-                  F32Digest& out, std::string& error) {
+  static bool cpu_digest(int32_t type, const GgmlTypeInfo& info, std::span<const uint8_t> blocks, std::span<float> piece,
+                         const DigestWeights& w, F32Digest& out, std::string& error) {
     const uint64_t piece_bytes = piece.size() / info.block_size * info.type_size;
     out = {};
     for (uint64_t off = 0, index = 0; off < blocks.size(); off += piece_bytes) {
       const uint64_t nb = std::min(piece_bytes, blocks.size() - off), elems = nb / info.type_size * info.block_size;
       if (!ggml_dequantize(type, blocks.subspan(off, nb), piece.first(elems), error)) return false;
-      out += f32_digest(piece.first(elems), index, *r_.digest);
+      out += f32_digest(piece.first(elems), index, w);
       index += elems;
     }
     return true;
@@ -1134,19 +1184,82 @@ class GgufVerifier : public Verifier {
     r_.findings.error("VERIFY_UNSUPPORTED", file, tensor, offset, "CPU reference: " + error);
   }
 
-  static void plan_gguf(DecodeBackend& be, const VerifyOptions& o, const LoadedModel& model, std::vector<Job>& jobs) {
+  static void plan_gguf(DecodeBackend& be, const VerifyOptions& o, const LoadedModel& model, DigestsAhead& ahead,
+                        std::vector<Job>& jobs) {
     for (const auto& t : model.view.tensors) {
       if (!t.payload_ok || t.shape.empty()) {
         jobs.push_back({0, [](Sink&) {}});  // counted in the progress, as before
         continue;
       }
-      jobs.push_back({job_memory(be, o, t.ggml_type, t.shape[0], t.nbytes), [&be, &o, &model, &t](Sink& s) {
+      const size_t first = ahead.add(be, o, t.ggml_type, t.shape[0], t.nbytes, model.gguf_file, t.offset);
+      jobs.push_back({job_memory(be, o, t.ggml_type, t.shape[0], t.nbytes), [&be, &o, &model, &t, &ahead, first](Sink& s) {
                         GgufVerifier(be, o, s).verify_range(t.name, "", t.ggml_type, t.shape[0], t.nbytes,
-                                                            model.gguf_file, t.offset, model.gguf_file, t.offset);
+                                                            model.gguf_file, t.offset, model.gguf_file, t.offset, &ahead,
+                                                            first);
                       }});
     }
   }
 };
+
+size_t DigestsAhead::add(const DecodeBackend& be, const VerifyOptions& o, int32_t type, uint64_t row_elems,
+                         uint64_t bytes, const MappedFile& cpu_file, uint64_t cpu_offset) {
+  const GgmlTypeInfo* info = ggml_type_info(type);
+  if (!info || info->block_size == 0 || info->type_size == 0 || row_elems % info->block_size || bytes == 0) return kNone;
+  const uint64_t row_bytes = row_elems / info->block_size * info->type_size;
+  if (row_bytes == 0 || bytes % row_bytes) return kNone;  // verify_range reports it
+  const uint64_t step = GgufVerifier::step_bytes(row_bytes, row_elems, bytes, std::max<uint64_t>(1, be.max_chunk_bytes()));
+  if (!GgufVerifier::digest_steps(be, o, step / row_bytes * row_elems)) return kNone;
+  const size_t first = steps_.size();
+  for (uint64_t done = 0; done < bytes; done += step)
+    steps_.push_back({type, info, &cpu_file, cpu_offset + done, std::min(step, bytes - done)});
+  return first;
+}
+
+double DigestsAhead::compute(const DecodeBackend& be, const DigestWeights& w, uint64_t budget, VerifyStages& stages) {
+  if (steps_.empty() || be.state() != BackendState::opening) return 0;
+  Lap wall;
+  slots_ = std::make_unique<Slot[]>(steps_.size());
+  uint64_t largest = 1;
+  for (const Step& st : steps_) largest = std::max(largest, st.bytes);
+  const uint64_t per_thread = largest + 4 * GgufVerifier::kDigestPiece;  // a step's input, one f32 piece
+  const uint64_t for_ahead = budget > be.host_memory() ? budget - be.host_memory() : 0;
+  const int cores = std::max(1, tbb::this_task_arena::max_concurrency());
+  const int threads = static_cast<int>(std::clamp<uint64_t>(for_ahead / per_thread, 1, std::max(1, cores - 1)));
+  struct Buffers {
+    std::vector<uint8_t> in;
+    std::vector<float> piece;
+    double seconds = 0;
+  };
+  tbb::enumerable_thread_specific<Buffers> buffers;
+  std::atomic<bool> stop{false};
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<size_t>(0, steps_.size(), 1),
+        [&](const tbb::blocked_range<size_t>& r) {
+          Buffers& b = buffers.local();
+          for (size_t i = r.begin(); i < r.end(); ++i) {
+            if (stop.load(std::memory_order_relaxed)) return;
+            if (be.state() != BackendState::opening) return stop.store(true);
+            const Step& st = steps_[i];
+            Lap lap;
+            IoError err;
+            std::string error;
+            F32Digest d;
+            if (st.file->read_at(st.offset, StepBuffers::take(b.in, st.bytes), err) &&
+                GgufVerifier::cpu_digest(st.type, *st.info, std::span<const uint8_t>(b.in.data(), st.bytes),
+                                         StepBuffers::take(b.piece, GgufVerifier::kDigestPiece), w, d, error)) {
+              slots_[i].value = d;
+              slots_[i].done.store(true, std::memory_order_release);
+            }  // else its job reads and computes it again, and reports what fails
+            b.seconds += lap.next();
+          }
+        },
+        tbb::simple_partitioner());
+  });
+  for (const Buffers& b : buffers) stages.cpu_reference += b.seconds;
+  return wall.next();
+}
 
 // An expert pack: every blob part against its source slice, then the dense remainder. The
 // files opened here outlive the jobs that read them.
@@ -1154,6 +1267,8 @@ struct PackPlan {
   MappedFile experts, ref;
   LoadedModel dense;
   bool have_dense = false;
+
+  DigestsAhead ahead;
 
   bool plan(DecodeBackend& be, const VerifyOptions& o, const std::string& dir, const PackManifest& m,
             const std::string& reference, std::vector<Job>& jobs, Findings& findings) {
@@ -1170,14 +1285,16 @@ struct PackPlan {
         // validate_expert_pack has range-checked every part against experts.bin and the source.
         const MappedFile& cpu_src = reference.empty() ? experts : ref;
         const uint64_t cpu_off = reference.empty() ? b.offset + p.offset : p.source_offset;
+        const size_t first = ahead.add(be, o, static_cast<int32_t>(p.type_id), p.ne0, p.size, cpu_src, cpu_off);
         jobs.push_back({GgufVerifier::job_memory(be, o, static_cast<int32_t>(p.type_id), p.ne0, p.size),
-                        [&be, &o, this, &b, &p, &cpu_src, cpu_off](Sink& s) {
+                        [&be, &o, this, &b, &p, &cpu_src, cpu_off, first](Sink& s) {
                           GgufVerifier(be, o, s).verify_range(p.tensor, pack_blob_name(b), static_cast<int32_t>(p.type_id),
-                                                              p.ne0, p.size, experts, b.offset + p.offset, cpu_src, cpu_off);
+                                                              p.ne0, p.size, experts, b.offset + p.offset, cpu_src, cpu_off,
+                                                              &ahead, first);
                         }});
       }
     }
-    if (have_dense) GgufVerifier::plan_gguf(be, o, dense, jobs);  // the dense remainder, device against CPU
+    if (have_dense) GgufVerifier::plan_gguf(be, o, dense, ahead, jobs);  // the dense remainder, device against CPU
     return true;
   }
 };
@@ -1274,11 +1391,17 @@ using TimedBackend = AroundBackend<CallTimes>;
 
 // Runs the jobs: a oneTBB pipeline of at most jobs_in_flight() tokens, each job on any
 // core, the results merged into the report in job order.
-void run_jobs(std::vector<Job>& jobs, const DecodeBackend& be, const VerifyOptions& o, VerifyReport& r) {
+// `ahead` (GGUF and packs): CPU digests computed first while the device still opens. Jobs
+// do not start on a backend that failed to open (the caller reports NO_DEVICE).
+void run_jobs(std::vector<Job>& jobs, const DecodeBackend& be, const VerifyOptions& o, VerifyReport& r,
+              DigestsAhead* ahead = nullptr) {
   const uint64_t tokens = jobs_in_flight(jobs, o.memory_budget, be.host_memory());
   StepPool steps;
   // One fresh key per run (numerics/f32_digest.h: no input or kernel bug can be made to match it).
   const DigestWeights digest(digest_fresh_key());
+  if (ahead) r.stages.ahead += ahead->compute(be, digest, o.memory_budget, r.stages);
+  if (be.state() == BackendState::failed) return;
+  r.backend = be.name();  // waits for an opening backend
   r.jobs = jobs.size();
   r.jobs_in_flight = tokens;
   size_t next = 0, done = 0;
@@ -1362,8 +1485,9 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
   if (out.format == ModelFormat::gguf) {
     r.kind = "gguf";
     std::vector<Job> jobs;
-    GgufVerifier::plan_gguf(be, o, out, jobs);
-    run_jobs(jobs, be, o, r);
+    DigestsAhead ahead;
+    GgufVerifier::plan_gguf(be, o, out, ahead, jobs);
+    run_jobs(jobs, be, o, r, &ahead);
     return;
   }
   std::vector<Job> jobs;
@@ -1442,19 +1566,18 @@ void verify_pack(const std::string& path, DecodeBackend& be, const VerifyOptions
     if (!manifest_read) return add_errors(mf, r.findings);
     std::vector<Job> jobs;
     PackPlan pack;
-    if (pack.plan(be, o, path, m, o.reference, jobs, r.findings)) run_jobs(jobs, be, o, r);
+    if (pack.plan(be, o, path, m, o.reference, jobs, r.findings)) run_jobs(jobs, be, o, r, &pack.ahead);
     return;
   }
   Findings validation, plan_findings;
   VerifyReport decoded;
-  decoded.backend = r.backend;
   std::vector<Job> jobs;
   PackPlan pack;
   bool planned = false;
   {
     Joined validator{std::thread([&] { validate_expert_pack(path, o.reference, false, validation); })};
     planned = pack.plan(be, o, path, m, o.reference, jobs, plan_findings);
-    if (planned) run_jobs(jobs, be, o, decoded);
+    if (planned) run_jobs(jobs, be, o, decoded, &pack.ahead);
   }
   r.findings.append(validation);
   if (!pack_geometry_ok(validation)) return;
@@ -1480,7 +1603,6 @@ VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const 
   VerifyReport r;
   r.path = path;
   r.reference = options.reference;
-  r.backend = backend.name();
   SerialBackend serial(backend);
   TimedBackend be(backend.concurrent() ? backend : static_cast<DecodeBackend&>(serial));
   if (is_expert_pack(path)) {
@@ -1489,6 +1611,7 @@ VerifyReport verify_path(const std::string& path, DecodeBackend& backend, const 
     verify_safetensors(path, be, options, r);
   }
   be.around.add_to(r.stages);
+  r.backend = backend.name();  // after the jobs: an opening backend's name waits for its device
   report_nothing_verified(r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.peak_rss_bytes = peak_rss_bytes();

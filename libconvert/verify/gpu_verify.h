@@ -86,6 +86,7 @@ struct VerifyStages {
   double device = 0;         // backend calls other than the GEMM's two (the sum of the four below)
   double device_fp8 = 0, device_mxfp4 = 0, device_int8_decode = 0, device_ggml = 0;
   double gemm_device = 0;    // backend quantize_activations + int8_gemm
+  double ahead = 0;          // GGUF/pack: wall time of the CPU digests computed while the device opened
   VerifyStages& operator+=(const VerifyStages& o);
 };
 

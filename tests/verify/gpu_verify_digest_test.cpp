@@ -4,9 +4,13 @@
 // difference to its element, and fails closed when only the digest is wrong.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "core/ggml_types.h"
 #include "test_util.h"
 #include "verify/gpu_verify.h"
+#include "verify/opening_backend.h"
 
 namespace ckpt {
 namespace {
@@ -101,6 +105,52 @@ TEST(GpuVerifyDigest, FullCompareNeverConsultsTheDigest) {
   const VerifyReport r = verify_tiny(be, true);
   EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
   EXPECT_EQ(be.digest_calls, 0);
+}
+
+// While ckpt-gpu verify's device opens (OpeningBackend), the CPU digests are computed ahead
+// and the jobs take them: the report is the one computed without that phase, and a faulty
+// device element is still named with both values.
+VerifyReport verify_tiny_opening(Fault f, uint64_t element = 5) {
+  OpeningBackend be(
+      [f, element](std::string&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the ahead phase runs meanwhile
+        return std::unique_ptr<DecodeBackend>(std::make_unique<FaultyBackend>(f, element));
+      },
+      BackendTraits{make_emulated_backend()->max_chunk_bytes(), 0, true, true});
+  VerifyOptions o;
+  o.memory_budget = 1;
+  return verify_path(test::fixture("ggml/qwen3next-tiny.gguf"), be, o);
+}
+
+TEST(GpuVerifyDigest, DigestsComputedAheadWhileTheDeviceOpensGiveTheSameReport) {
+  FaultyBackend plain(Fault::none);
+  const VerifyReport want = verify_tiny(plain);
+  const VerifyReport got = verify_tiny_opening(Fault::none);
+  EXPECT_GT(got.stages.ahead, 0.0);
+  EXPECT_EQ(got.failed(), 0u) << test::describe(got.findings);
+  EXPECT_EQ(test::describe(got.findings), test::describe(want.findings));
+  ASSERT_EQ(got.checks.size(), want.checks.size());
+  for (size_t i = 0; i < got.checks.size(); ++i) {
+    EXPECT_EQ(got.checks[i].tensor, want.checks[i].tensor);
+    EXPECT_EQ(got.checks[i].elements, want.checks[i].elements);
+  }
+  EXPECT_EQ(got.input_bytes_decoded, want.input_bytes_decoded);
+  EXPECT_EQ(got.backend, plain.name());
+}
+
+TEST(GpuVerifyDigest, AFaultyDeviceElementIsNamedWhenTheCpuDigestsCameAhead) {
+  const VerifyReport r = verify_tiny_opening(Fault::one_element, 200003);
+  EXPECT_GT(r.stages.ahead, 0.0);
+  ASSERT_GT(r.failed(), 0u);
+  const std::string d = test::describe(r.findings);
+  EXPECT_NE(d.find("element 200003 ("), std::string::npos) << d;
+  EXPECT_NE(d.find("vs CPU dequant of the same bytes"), std::string::npos) << d;
+}
+
+TEST(GpuVerifyDigest, ADigestLieIsCaughtWhenTheCpuDigestsCameAhead) {
+  const VerifyReport r = verify_tiny_opening(Fault::digest_only);
+  ASSERT_GT(r.failed(), 0u);
+  EXPECT_NE(test::describe(r.findings).find("the digest kernel is wrong"), std::string::npos);
 }
 
 }  // namespace
