@@ -103,29 +103,28 @@ __global__ void k_mxfp4(const uint32_t* w, uint32_t words, const uint8_t* scale,
   }
 }
 
-// Two 32-blocks (kb, kb + 1) per grid row y; x runs over a kb's tiles word by word (one
-// lane's word each, so tile coordinates are shifts and masks). Both words are loaded before
-// either is decoded: twice the bytes in flight per thread.
-__global__ void k_decode_int8_shift(const uint32_t* tiles, uint32_t kbs, uint32_t groups, const uint8_t* shift2,
-                                    uint32_t rows, uint32_t k, uint32_t* q) {
-  for (uint32_t kb0 = 2 * blockIdx.y; kb0 < kbs; kb0 += 2 * gridDim.y) {
-    for (uint32_t w = blockIdx.x * blockDim.x + threadIdx.x; w < groups * 32; w += gridDim.x * blockDim.x) {
-      const uint32_t ng = w >> 5, lane = w & 31, n = ng * 8 + lane / 4, tid = lane & 3;
-      if (n >= rows) continue;
-      const bool two = kb0 + 1 < kbs;
-      const uint32_t word0 = tiles[uint64_t(kb0) * groups * 32 + w];
-      const uint32_t word1 = two ? tiles[uint64_t(kb0 + 1) * groups * 32 + w] : 0u;
-      const uint8_t sbyte = shift2[((kb0 >> 2) * groups + ng) * 8 + (n & 7)];  // kb0 even: kb0, kb0+1 share it
-      uint32_t* row = q + (uint64_t(n) * k + kb0 * 32) / 4;
-      const Int8x8 v0 = decode_int8_shift_word(word0, (sbyte >> (2 * (kb0 & 3))) & 3u);
-      row[tid] = v0.lo;
-      row[4 + tid] = v0.hi;
-      if (two) {
-        const Int8x8 v1 = decode_int8_shift_word(word1, (sbyte >> (2 * ((kb0 + 1) & 3))) & 3u);
-        row[8 + tid] = v1.lo;
-        row[12 + tid] = v1.hi;
-      }
-    }
+// INT8-shift decode: a block is one row group (8 rows) x 32 consecutive 32-blocks; warp r
+// is row r, lane l its 32-block kb0 + l: the lane loads the row's four words of that tile
+// (16 bytes) and stores the row's 32 decoded bytes (two 16-byte stores), so each warp
+// writes 1 KiB of one row contiguously. Blocks run along a row group's 32-blocks first.
+// (On an H200: 0.78x a device copy; the previous layout, a lane per tile word and 4-byte
+// stores, 0.64x; a thread pair per 32-block, or groups first, 0.48x and 0.75x.)
+__global__ void __launch_bounds__(kThreads) k_decode_int8_shift(const uint4* tiles, uint32_t kbs, uint32_t groups,
+                                                                const uint8_t* shift2, uint32_t rows, uint32_t k, uint4* q) {
+  static_assert(kThreads == 256, "one warp per row of an 8-row group");
+  const uint32_t r = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint32_t kb_runs = (kbs + 31) / 32;
+  for (uint64_t bi = blockIdx.x; bi < uint64_t(groups) * kb_runs; bi += gridDim.x) {
+    const uint32_t kt = static_cast<uint32_t>(bi % kb_runs), ng = static_cast<uint32_t>(bi / kb_runs);
+    const uint32_t kb = kt * 32 + lane, n = ng * 8 + r;
+    if (n >= rows || kb >= kbs) continue;
+    const uint4 w = tiles[(uint64_t(kb) * groups + ng) * 8 + r];
+    const unsigned shift = (shift2[((kb >> 2) * groups + ng) * 8 + r] >> (2 * (kb & 3))) & 3u;
+    const Int8x8 v0 = decode_int8_shift_word(w.x, shift), v1 = decode_int8_shift_word(w.y, shift),
+                 v2 = decode_int8_shift_word(w.z, shift), v3 = decode_int8_shift_word(w.w, shift);
+    uint4* row = q + (uint64_t(n) * k + uint64_t(kb) * 32) / 16;
+    row[0] = make_uint4(v0.lo, v1.lo, v2.lo, v3.lo);
+    row[1] = make_uint4(v0.hi, v1.hi, v2.hi, v3.hi);
   }
 }
 
@@ -358,6 +357,34 @@ __global__ void k_ggml_t(const uint8_t* blocks, uint32_t units, GgmlTables table
   }
 }
 
+// ggml MXFP4 (17-byte blocks, so no wider load is aligned): one 8-element unit per thread
+// as k_ggml_t, its 8 code bytes read as two or three aligned words joined by funnel shifts
+// instead of eight byte loads (0.94x a device copy on an H200, against 0.80x), decoded by
+// decode.h's table and arithmetic. The words read lie within the buffer rounded up to 4
+// bytes: each holds a byte of the unit. Precondition: `blocks` is 4-aligned.
+__global__ void k_ggml_mxfp4(const uint8_t* blocks, uint32_t units, GgmlTables t, float4* out) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < units; i += gridDim.x * blockDim.x) {
+    const uint64_t base = uint64_t(i / 4) * 17;
+    const unsigned u = i % 4;
+    const uint64_t at = base + 1 + (u & 1) * 8;
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(blocks + (at & ~uint64_t{3}));
+    const uint32_t sh = 8 * static_cast<uint32_t>(at & 3);
+    const uint32_t w0 = words[0], w1 = words[1], w2 = sh ? words[2] : 0u;
+    const uint32_t lo = funnel_shift_r(w0, w1, sh), hi = funnel_shift_r(w1, w2, sh);
+    const float d = exp2i(static_cast<int>(blocks[base]) - 128);
+    const unsigned high = u >> 1;
+    float y[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t byte = ((j < 4 ? lo : hi) >> (8 * (j & 3))) & 0xFFu;
+      const unsigned nib = high ? (byte >> 4) : (byte & 0xF);
+      y[j] = FiniteArith::mul(d, static_cast<float>(t.kvalues_fp4[nib]));
+    }
+    out[2 * i] = make_float4(y[0], y[1], y[2], y[3]);
+    out[2 * i + 1] = make_float4(y[4], y[5], y[6], y[7]);
+  }
+}
+
 // A tile of whole blocks staged through registers into shared memory with coalesced 16-byte
 // loads, the next tile's loads in flight while this one decodes. The tile's first byte is
 // 16-aligned. Precondition: the input buffer is 16-aligned and readable up to its size
@@ -454,7 +481,10 @@ bool launch_ggml_blocks(int32_t type, const uint8_t* blocks, uint64_t nblocks, c
     case kQ4_0: k_ggml_t<kQ4_0><<<grid, kThreads, 0, stream>>>(blocks, u, t, o); return true;
     case kQ8_0: k_ggml_t<kQ8_0><<<grid, kThreads, 0, stream>>>(blocks, u, t, o); return true;
     case kIQ4_NL: k_ggml_t<kIQ4_NL><<<grid, kThreads, 0, stream>>>(blocks, u, t, o); return true;
-    case kMXFP4: k_ggml_t<kMXFP4><<<grid, kThreads, 0, stream>>>(blocks, u, t, o); return true;
+    case kMXFP4:
+      if (reinterpret_cast<uintptr_t>(blocks) % 4 != 0) return false;
+      k_ggml_mxfp4<<<grid, kThreads, 0, stream>>>(blocks, u, t, o);
+      return true;
     case kQ4_K: k_ggml_t<kQ4_K><<<grid, kThreads, 0, stream>>>(blocks, u, t, o); return true;
     case kIQ3_XXS: k_ggml_t<kIQ3_XXS><<<grid, kThreads, 0, stream>>>(blocks, u, t, o); return true;
     case kIQ3_S: k_ggml_t<kIQ3_S><<<grid, kThreads, 0, stream>>>(blocks, u, t, o); return true;
@@ -508,10 +538,10 @@ void launch_decode(const uint32_t* tiles, uint64_t words, const uint8_t* shift2,
                    gpuStream_t stream = 0) {
   const uint32_t groups = static_cast<uint32_t>((rows + 7) / 8), kbs = static_cast<uint32_t>(k / 32);
   (void)words;  // = kbs * groups * 32
-  const dim3 grid(static_cast<unsigned>(std::min<uint64_t>((uint64_t{groups} * 32 + kThreads - 1) / kThreads, 1024)),
-                  std::min<unsigned>((kbs + 1) / 2, 65535));
-  k_decode_int8_shift<<<grid, kThreads, 0, stream>>>(tiles, kbs, groups, shift2, static_cast<uint32_t>(rows),
-                                          static_cast<uint32_t>(k), q);
+  const uint64_t blocks = uint64_t{groups} * ((kbs + 31) / 32);
+  k_decode_int8_shift<<<static_cast<unsigned>(std::min<uint64_t>(blocks, 65535u * 16)), kThreads, 0, stream>>>(
+      reinterpret_cast<const uint4*>(tiles), kbs, groups, shift2, static_cast<uint32_t>(rows), static_cast<uint32_t>(k),
+      reinterpret_cast<uint4*>(q));
 }
 
 void launch_quantize(const float* x, uint64_t m, uint64_t k, int8_t* a, float* a_scale, gpuStream_t stream = 0) {
