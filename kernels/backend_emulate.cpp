@@ -262,20 +262,44 @@ class EmulatedBackend final : public DecodeBackend {
     if (blocks.size() % shape.bytes || elems > kDigestMaxElems) return fail(error, "ggml_digest: bad arguments");
     std::vector<float> y(elems);
     if (!ggml_to_f32(type, blocks, y, error)) return false;
+    out = digest_of(elems, w, [&](uint64_t i) { return float_to_bits(y[i]); });
+    return true;
+  }
+  bool has_bf16_digest() const override { return true; }
+  bool fp8_bf16_digest(std::span<const uint8_t> wr, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                       std::span<const uint8_t> scale, const DigestWeights& w, F32Digest& out, std::string& error) override {
+    if (wr.size() > kDigestMaxElems) return fail(error, "fp8_bf16_digest: bad arguments");
+    std::vector<uint16_t> y(wr.size());
+    if (!fp8_to_bf16(wr, row_begin, g, kind, scale, y, error)) return false;
+    out = digest_of(y.size(), w, [&](uint64_t i) { return uint32_t{y[i]}; });
+    return true;
+  }
+  bool mxfp4_bf16_digest(std::span<const uint8_t> wt, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                         const DigestWeights& w, F32Digest& out, std::string& error) override {
+    if (rows * k > kDigestMaxElems) return fail(error, "mxfp4_bf16_digest: bad arguments");
+    std::vector<float> y(rows * k);
+    if (!mxfp4_to_f32(wt, scale, rows, k, y, error)) return false;
+    out = digest_of(y.size(), w, [&](uint64_t i) { return uint32_t{f32_to_bf16_rne(y[i])}; });
+    return true;
+  }
+
+ private:
+  // The kernels' digest (k_digest): kern::digest_terms of every element's bits, summed.
+  template <class Bits>
+  static F32Digest digest_of(uint64_t elems, const DigestWeights& w, Bits bits) {
     const DigestTables t{w.inner_a.data(), w.inner_b.data(), w.outer_a.data(), w.outer_b.data()};
     const DigestTerms sum = tbb::parallel_reduce(
         tbb::blocked_range<uint64_t>(0, elems, 65536), DigestTerms{0, 0},
         [&](const tbb::blocked_range<uint64_t>& r, DigestTerms acc) {
           for (uint64_t i = r.begin(); i < r.end(); ++i) {
-            const DigestTerms d = digest_terms(float_to_bits(y[i]), i, t);
+            const DigestTerms d = digest_terms(bits(i), i, t);
             acc.a += d.a;
             acc.b += d.b;
           }
           return acc;
         },
         [](DigestTerms x, DigestTerms z) { return DigestTerms{x.a + z.a, x.b + z.b}; });
-    out = F32Digest{sum.a, sum.b};
-    return true;
+    return F32Digest{sum.a, sum.b};
   }
 };
 

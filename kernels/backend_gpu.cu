@@ -531,9 +531,9 @@ void launch_fp8(const uint8_t* w, uint64_t n, const Fp8Grid& g, uint64_t row_beg
   }
 }
 
-// The INT8-shift decode (k_decode_int8_shift). A one-row-per-lane variant with 16-byte
-// loads and stores measured 0.19x of a device copy on an H200 against this kernel's 0.64
-// (docs/notes/h-gpu.md), and a warp-shuffle store transpose 0.52: both were dropped.
+// The INT8-shift decode (k_decode_int8_shift). Measured before it on an H200 (docs/notes/
+// h-gpu.md): a one-row-per-lane variant 0.19x of a device copy, a warp-shuffle store
+// transpose 0.52, the lane-per-word layout 0.64.
 void launch_decode(const uint32_t* tiles, uint64_t words, const uint8_t* shift2, uint64_t rows, uint64_t k, uint32_t* q,
                    gpuStream_t stream = 0) {
   const uint32_t groups = static_cast<uint32_t>((rows + 7) / 8), kbs = static_cast<uint32_t>(k / 32);
@@ -565,11 +565,24 @@ void launch_ggml(int32_t type, const uint8_t* blocks, uint64_t nblocks, const Gg
 // The verify digest of n f32 results (decode.h digest_terms): a sum per thread, the
 // block's sums added in shared memory, one atomic add per block and sum. Addition mod 2^64
 // is order-free, so the result is the CPU's bit for bit whatever the grid.
-__global__ void k_digest(const float* x, uint64_t n, DigestTables t, unsigned long long* out) {
+// The bits each digest kernel sums: an f32 result's, a BF16 result's, an f32 result's
+// rounded to BF16 as convert rounds it (f32_to_bf16_rne, the CPU's bf16_from_float_rne).
+struct F32Bits {
+  __device__ uint32_t operator()(float x) const { return float_to_bits(x); }
+};
+struct Bf16Bits {
+  __device__ uint32_t operator()(uint16_t x) const { return x; }
+};
+struct F32AsBf16Bits {
+  __device__ uint32_t operator()(float x) const { return f32_to_bf16_rne(x); }
+};
+
+template <class T, class Bits>
+__global__ void k_digest(const T* x, uint64_t n, DigestTables t, unsigned long long* out) {
   __shared__ unsigned long long sum_a[kThreads], sum_b[kThreads];
   uint64_t a = 0, b = 0;
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
-    const DigestTerms d = digest_terms(float_to_bits(x[i]), i, t);
+    const DigestTerms d = digest_terms(Bits()(x[i]), i, t);
     a += d.a;
     b += d.b;
   }
@@ -665,7 +678,7 @@ class PinnedBuffer {
 constexpr unsigned kLanes = 4;
 constexpr uint64_t kStageIn = uint64_t{16} << 20, kStageOut = uint64_t{16} << 20;
 // What the backend answers before and after it opens (OpeningBackend plans with it).
-constexpr BackendTraits kGpuTraits{kStageIn, uint64_t{kLanes} * (kStageIn + kStageOut), true, true};
+constexpr BackendTraits kGpuTraits{kStageIn, uint64_t{kLanes} * (kStageIn + kStageOut), true, true, true};
 
 struct Lane {
   gpuStream_t stream{};
@@ -804,6 +817,55 @@ class GpuBackend final : public DecodeBackend {
       if (!l.put(dw, w.data(), w.size(), error) || !l.put(ds, scale.data(), scale.size(), error)) return false;
       launch_fp8(dw, w.size(), g, row_begin, kind, ds, scols, dout, sms_, l.stream);
       return l.get(out.data(), dout, out.size_bytes(), error) && l.finish("fp8 dequant kernel", error);
+    });
+  }
+
+  bool has_bf16_digest() const override { return kGpuTraits.has_bf16_digest; }
+  bool fp8_bf16_digest(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                       std::span<const uint8_t> scale, const DigestWeights& dw8, F32Digest& out,
+                       std::string& error) override {
+    if (!backend_args::fp8_ok(w.size(), row_begin, g, kind, scale.size(), w.size()) || w.size() > kDigestMaxElems)
+      return bad(error, "fp8_bf16_digest");
+    out = F32Digest{};
+    if (w.empty()) return true;
+    const uint64_t scols = fp8_scale_cols(g);
+    return on_lane(error, [&](Lane& l) {
+      DigestTables dt{};
+      if (!digest_tables(dw8, dt, error)) return false;
+      auto* dw = static_cast<uint8_t*>(l.in.get(w.size(), error));
+      auto* ds = static_cast<uint8_t*>(l.aux.get(align(scale.size()) + 16, error));
+      auto* dout = static_cast<uint16_t*>(l.out.get(w.size() * 2, error));
+      if (!dw || !ds || !dout) return false;
+      auto* dsum = reinterpret_cast<unsigned long long*>(ds + align(scale.size()));
+      if (!l.put(dw, w.data(), w.size(), error) || !l.put(ds, scale.data(), scale.size(), error)) return false;
+      if (!check(gpuMemsetAsync(dsum, 0, 16, l.stream), "clearing the digest", error)) return false;
+      launch_fp8(dw, w.size(), g, row_begin, kind, ds, scols, dout, sms_, l.stream);
+      k_digest<uint16_t, Bf16Bits><<<resident_grid(w.size(), sms_), kThreads, 0, l.stream>>>(dout, w.size(), dt, dsum);
+      return fetch_digest(l, dsum, out, "fp8 digest kernel", error);
+    });
+  }
+  bool mxfp4_bf16_digest(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                         const DigestWeights& dw4, F32Digest& out, std::string& error) override {
+    if (!backend_args::mxfp4_ok(w.size(), scale.size(), rows, k, rows * k) || rows * k > kDigestMaxElems)
+      return bad(error, "mxfp4_bf16_digest");
+    out = F32Digest{};
+    if (w.empty()) return true;
+    const uint64_t elems = rows * k;
+    return on_lane(error, [&](Lane& l) {
+      DigestTables dt{};
+      if (!digest_tables(dw4, dt, error)) return false;
+      auto* dw = static_cast<uint8_t*>(l.in.get(w.size(), error));
+      auto* ds = static_cast<uint8_t*>(l.aux.get(align(scale.size()) + 16, error));
+      auto* dout = static_cast<float*>(l.out.get(elems * 4, error));
+      if (!dw || !ds || !dout) return false;
+      auto* dsum = reinterpret_cast<unsigned long long*>(ds + align(scale.size()));
+      if (!l.put(dw, w.data(), w.size(), error) || !l.put(ds, scale.data(), scale.size(), error)) return false;
+      if (!check(gpuMemsetAsync(dsum, 0, 16, l.stream), "clearing the digest", error)) return false;
+      const uint32_t words = static_cast<uint32_t>(w.size() / 4);
+      k_mxfp4<<<grid_for(words), kThreads, 0, l.stream>>>(reinterpret_cast<const uint32_t*>(dw), words, ds,
+                                                          reinterpret_cast<float4*>(dout));
+      k_digest<float, F32AsBf16Bits><<<resident_grid(elems, sms_), kThreads, 0, l.stream>>>(dout, elems, dt, dsum);
+      return fetch_digest(l, dsum, out, "mxfp4 digest kernel", error);
     });
   }
 
@@ -951,7 +1013,7 @@ class GpuBackend final : public DecodeBackend {
       if (!l.put(db, blocks.data(), blocks.size(), error)) return false;
       if (!check(gpuMemsetAsync(dsum, 0, 16, l.stream), "clearing the digest", error)) return false;
       launch_ggml(type, db, blocks.size() / shape.bytes, tables_, dout, sms_, l.stream);
-      k_digest<<<resident_grid(elems, sms_), kThreads, 0, l.stream>>>(dout, elems, dt, dsum);
+      k_digest<float, F32Bits><<<resident_grid(elems, sms_), kThreads, 0, l.stream>>>(dout, elems, dt, dsum);
       uint64_t sums[2] = {0, 0};
       if (!l.get(sums, dsum, 16, error) || !l.finish("ggml digest kernel", error)) return false;
       out = F32Digest{sums[0], sums[1]};
@@ -967,6 +1029,13 @@ class GpuBackend final : public DecodeBackend {
   static bool bad(std::string& error, const char* what) {
     error = std::string(what) + ": bad arguments";
     return false;
+  }
+  // The 16 bytes of a digest kernel's two sums, after the lane's stream is done.
+  static bool fetch_digest(Lane& l, const unsigned long long* dsum, F32Digest& out, const char* what, std::string& error) {
+    uint64_t sums[2] = {0, 0};
+    if (!l.get(sums, dsum, 16, error) || !l.finish(what, error)) return false;
+    out = F32Digest{sums[0], sums[1]};
+    return true;
   }
   // Runs `body` on a free lane of this thread's device (the runtime's current device is
   // per thread: the verifier's worker threads select it on every call).

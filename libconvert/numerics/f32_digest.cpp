@@ -117,4 +117,20 @@ F32Digest f32_digest(std::span<const float> x, uint64_t first_index, const Diges
   return f32_digest_isa(ggml_dequant_isa(), x, first_index, w);
 }
 
+// Widened 4096 at a time into binary32 bit patterns and digested by the one loop above.
+F32Digest bf16_digest(std::span<const uint8_t> le_bytes, uint64_t first_index, const DigestWeights& w) {
+  F32Digest d;
+  float wide[kDigestSpan];
+  const uint64_t n = le_bytes.size() / 2;
+  for (uint64_t done = 0; done < n; done += kDigestSpan) {
+    const uint64_t m = std::min<uint64_t>(kDigestSpan, n - done);
+    for (uint64_t t = 0; t < m; ++t) {
+      const uint32_t bits = uint32_t{le_bytes[2 * (done + t)]} | (uint32_t{le_bytes[2 * (done + t) + 1]} << 8);
+      std::memcpy(&wide[t], &bits, 4);
+    }
+    d += f32_digest(std::span<const float>(wide, m), first_index + done, w);
+  }
+  return d;
+}
+
 }  // namespace ckpt

@@ -63,4 +63,9 @@ uint64_t digest_fresh_key();
 F32Digest f32_digest(std::span<const float> x, uint64_t first_index, const DigestWeights& w);
 F32Digest f32_digest_isa(DequantIsa isa, std::span<const float> x, uint64_t first_index, const DigestWeights& w);
 
+// The digest of BF16 values given as little-endian bytes (2 per element): each element's 16
+// bits, zero-extended, are its bits(x_i) above (|d_i| < 2^16, so the argument holds). What
+// the verifier compares with a device's digest of the BF16 a conversion wrote.
+F32Digest bf16_digest(std::span<const uint8_t> le_bytes, uint64_t first_index, const DigestWeights& w);
+
 }  // namespace ckpt

@@ -78,6 +78,22 @@ class DecodeBackend {
     error = "this backend has no digest";
     return false;
   }
+  // The BF16 a --experts bf16 conversion wrote, digested on the device (bf16_digest: element
+  // i of the call is index i, its bits the BF16 value's): fp8_to_bf16's results, and
+  // mxfp4_to_f32's rounded to BF16 (RNE, as convert rounds). The verifier compares them
+  // with the CPU's digest of OUT's bytes instead of bringing every BF16 (or f32) back.
+  virtual bool has_bf16_digest() const { return false; }
+  virtual bool fp8_bf16_digest(std::span<const uint8_t> /*weight_rows*/, uint64_t /*row_begin*/, const Fp8Grid& /*g*/,
+                               Fp8ScaleKind /*kind*/, std::span<const uint8_t> /*scale_grid*/, const DigestWeights& /*w*/,
+                               F32Digest& /*out*/, std::string& error) {
+    error = "this backend has no digest";
+    return false;
+  }
+  virtual bool mxfp4_bf16_digest(std::span<const uint8_t> /*weight*/, std::span<const uint8_t> /*scale*/, uint64_t /*rows*/,
+                                 uint64_t /*k*/, const DigestWeights& /*w*/, F32Digest& /*out*/, std::string& error) {
+    error = "this backend has no digest";
+    return false;
+  }
 };
 
 // A backend that passes every call to another one: the base of the verifier's wrappers
@@ -120,6 +136,15 @@ class ForwardingBackend : public DecodeBackend {
   bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
                    std::string& error) override {
     return inner_->ggml_digest(type, blocks, w, out, error);
+  }
+  bool has_bf16_digest() const override { return inner_->has_bf16_digest(); }
+  bool fp8_bf16_digest(std::span<const uint8_t> wr, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                       std::span<const uint8_t> scale, const DigestWeights& w, F32Digest& out, std::string& error) override {
+    return inner_->fp8_bf16_digest(wr, row_begin, g, kind, scale, w, out, error);
+  }
+  bool mxfp4_bf16_digest(std::span<const uint8_t> wt, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                         const DigestWeights& w, F32Digest& out, std::string& error) override {
+    return inner_->mxfp4_bf16_digest(wt, scale, rows, k, w, out, error);
   }
 
  protected:

@@ -630,16 +630,29 @@ class CheckpointVerifier : public Verifier {
     const uint64_t step = std::min(rows_per_step, g.rows) * g.cols;
     const std::span<uint8_t> w = StepBuffers::take(bufs->a, step), want_bytes = StepBuffers::take(bufs->b, 2 * step);
     const std::span<uint16_t> got = StepBuffers::take(bufs->h1, step), want = StepBuffers::take(bufs->h2, step);
+    // A conversion's BF16 is compared by digest where the backend has one (16 bytes back per
+    // step); a step whose digests differ is compared element by element below.
+    const bool digest = out && bf16_digest_steps(step);
     for (uint64_t row = 0; row < g.rows; row += rows_per_step) {
       const uint64_t rows = std::min(rows_per_step, g.rows - row), n = rows * g.cols;
       std::span<uint8_t> ws(w.data(), n);
       if (!read(file_of(in, src), src.offset + row * g.cols, ws)) return void(c.ok = false);
       std::string error;
+      std::span<uint8_t> wb(want_bytes.data(), 2 * n);
+      if (digest) {
+        if (!read(file_of(*out, *dst), dst->offset + row * g.cols * 2, wb)) return void(c.ok = false);
+        F32Digest device;
+        if (!be_.fp8_bf16_digest(ws, row, g, kind, grid, *r_.digest, device, error))
+          return void(backend_failed(c, file, error));
+        r_.input_bytes_decoded += n;
+        if (digests_agree(device, wb)) continue;
+      }
       if (!be_.fp8_to_bf16(ws, row, g, kind, grid, std::span<uint16_t>(got.data(), n), error))
         return void(backend_failed(c, file, error));
-      r_.input_bytes_decoded += n;
-      std::span<uint8_t> wb(want_bytes.data(), 2 * n);
-      if (out) {
+      if (!digest) r_.input_bytes_decoded += n;
+      if (digest) {
+        // wb holds OUT's bytes already
+      } else if (out) {
         if (!read(file_of(*out, *dst), dst->offset + row * g.cols * 2, wb)) return void(c.ok = false);
       } else {
         auto fault = kind == Fp8ScaleKind::e8m0 ? dequant_fp8_rows_e8m0(ws, row, g, grid, wb)
@@ -663,7 +676,26 @@ class CheckpointVerifier : public Verifier {
                      fmt(bf16_value(want[*i])) + ")");
         return;
       }
+      if (digest) return void(digest_kernel_wrong(c, file, dst->offset + row * g.cols * 2));
     }
+  }
+
+  // Whether BF16 steps of `elems` elements are compared by digest (DecodeBackend::has_bf16_digest).
+  bool bf16_digest_steps(uint64_t elems) const {
+    return be_.has_bf16_digest() && !o_.full_compare && r_.digest && elems <= kDigestMaxElems;
+  }
+  // The device's digest of a step against the CPU's of OUT's BF16 bytes (counted in compare).
+  bool digests_agree(const F32Digest& device, std::span<const uint8_t> out_bytes) {
+    Lap lap;
+    const bool same = device == bf16_digest(out_bytes, 0, *r_.digest);
+    r_.stages.compare += lap.next();
+    return same;
+  }
+  // Fail closed: digests that disagree over equal values mean a broken digest kernel.
+  void digest_kernel_wrong(VerifyCheck& c, const std::string& file, uint64_t offset) {
+    backend_failed(c, file,
+                   "the device's digest of the step at byte " + std::to_string(offset) +
+                       " disagrees with the CPU's while its BF16 results equal the converted bytes: the digest kernel is wrong");
   }
 
   // A routed expert of a --experts bf16 conversion: the device's MXFP4 decode of IN, rounded
@@ -683,7 +715,7 @@ class CheckpointVerifier : public Verifier {
     const uint64_t step = std::min(rows_per_step, rows) * k / 2;  // bytes of codes
     const std::span<uint8_t> wb = StepBuffers::take(bufs->a, step), sb = StepBuffers::take(bufs->b, step / 16),
                              ob = StepBuffers::take(bufs->c, step * 4);
-    const std::span<float> f = StepBuffers::take(bufs->got, step * 2);
+    const bool digest = bf16_digest_steps(std::min(rows_per_step, rows) * k);
     for (uint64_t row = 0; row < rows; row += rows_per_step) {
       const uint64_t n = std::min(rows_per_step, rows - row), elems = n * k;
       std::span<uint8_t> ws(wb.data(), elems / 2), ss(sb.data(), elems / 32), os(ob.data(), elems * 2);
@@ -691,9 +723,15 @@ class CheckpointVerifier : public Verifier {
           !read(file_of(out, dst), dst.offset + row * k * 2, os))
         return void(c.ok = false);
       std::string error;
-      if (!be_.mxfp4_to_f32(ws, ss, n, k, std::span<float>(f.data(), elems), error))
-        return void(backend_failed(c, out.view.file_of(dst), error));
       r_.input_bytes_decoded += ws.size() + ss.size();
+      if (digest) {  // 16 bytes back instead of every f32; a differing step compared below
+        F32Digest device;
+        if (!be_.mxfp4_bf16_digest(ws, ss, n, k, *r_.digest, device, error))
+          return void(backend_failed(c, out.view.file_of(dst), error));
+        if (digests_agree(device, os)) continue;
+      }
+      const std::span<float> f = StepBuffers::take(bufs->got, elems);  // only when every f32 is compared
+      if (!be_.mxfp4_to_f32(ws, ss, n, k, f, error)) return void(backend_failed(c, out.view.file_of(dst), error));
       auto got_of = [&](uint64_t i) { return bf16_from_float_rne(f[i]); };
       auto want_of = [&](uint64_t i) { return static_cast<uint16_t>(os[2 * i] | (os[2 * i + 1] << 8)); };
       if (auto bad = first_index(elems, [&](uint64_t i) { return got_of(i) != want_of(i); })) {
@@ -708,6 +746,7 @@ class CheckpointVerifier : public Verifier {
           return;
         }
       }
+      if (digest) return void(digest_kernel_wrong(c, out.view.file_of(dst), dst.offset + row * k * 2));
     }
   }
 
@@ -1350,6 +1389,14 @@ class AroundBackend final : public ForwardingBackend {
   bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
                    std::string& error) override {
     return around(CallKind::ggml, [&] { return inner().ggml_digest(type, blocks, w, out, error); });
+  }
+  bool fp8_bf16_digest(std::span<const uint8_t> wr, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                       std::span<const uint8_t> scale, const DigestWeights& w, F32Digest& out, std::string& error) override {
+    return around(CallKind::fp8, [&] { return inner().fp8_bf16_digest(wr, row_begin, g, kind, scale, w, out, error); });
+  }
+  bool mxfp4_bf16_digest(std::span<const uint8_t> wt, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                         const DigestWeights& w, F32Digest& out, std::string& error) override {
+    return around(CallKind::mxfp4, [&] { return inner().mxfp4_bf16_digest(wt, scale, rows, k, w, out, error); });
   }
 };
 

@@ -24,6 +24,7 @@ struct BackendTraits {
   uint64_t host_memory = 0;
   bool concurrent = false;
   bool has_ggml_digest = false;
+  bool has_bf16_digest = false;
 };
 
 class OpeningBackend final : public DecodeBackend {
@@ -47,6 +48,7 @@ class OpeningBackend final : public DecodeBackend {
   bool concurrent() const override { return traits_.concurrent; }
   uint64_t host_memory() const override { return traits_.host_memory; }
   bool has_ggml_digest() const override { return traits_.has_ggml_digest; }
+  bool has_bf16_digest() const override { return traits_.has_bf16_digest; }
   BackendState state(std::string* why = nullptr) const override {
     if (opened_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return BackendState::opening;
     const Opened& o = opened_.get();
@@ -89,6 +91,16 @@ class OpeningBackend final : public DecodeBackend {
                    std::string& error) override {
     DecodeBackend* b = inner(error);
     return b && b->ggml_digest(type, blocks, w, out, error);
+  }
+  bool fp8_bf16_digest(std::span<const uint8_t> wr, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                       std::span<const uint8_t> scale, const DigestWeights& w, F32Digest& out, std::string& error) override {
+    DecodeBackend* b = inner(error);
+    return b && b->fp8_bf16_digest(wr, row_begin, g, kind, scale, w, out, error);
+  }
+  bool mxfp4_bf16_digest(std::span<const uint8_t> wt, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                         const DigestWeights& w, F32Digest& out, std::string& error) override {
+    DecodeBackend* b = inner(error);
+    return b && b->mxfp4_bf16_digest(wt, scale, rows, k, w, out, error);
   }
 
  private:

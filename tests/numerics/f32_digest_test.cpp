@@ -58,6 +58,25 @@ TEST(F32Digest, EveryIsaEqualsTheDefinitionAtAnyOffsetAndLength) {
   }
 }
 
+// BF16 bytes (little-endian, 2 per element): each element's 16 bits are its term's bits, at
+// any offset and length (across the 4096-element widening it works in).
+TEST(F32Digest, Bf16DigestIsTheDefinitionOverTheSixteenBitValues) {
+  const DigestWeights w(0x4321);
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 30; ++round) {
+    const uint64_t n = rng() % 20000, first = round % 4 == 0 ? kDigestMaxElems - n : rng() % (kDigestMaxElems - n);
+    std::vector<uint8_t> bytes(2 * n);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    F32Digest want;
+    for (uint64_t t = 0; t < n; ++t) {
+      const uint64_t i = first + t, bits = bytes[2 * t] | (uint64_t{bytes[2 * t + 1]} << 8);
+      want.a += bits * (w.inner_a[i % kDigestSpan] * w.outer_a[i / kDigestSpan]);
+      want.b += bits * (w.inner_b[i % kDigestSpan] * w.outer_b[i / kDigestSpan]);
+    }
+    EXPECT_EQ(bf16_digest(bytes, first, w), want) << "n " << n << " first " << first;
+  }
+}
+
 TEST(F32Digest, PiecesAddUpToTheWhole) {
   const DigestWeights w(99);
   const auto x = random_floats(3 * kDigestSpan + 1001, 3);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/ggml_types.h"
+#include "numerics/f32_digest.h"
 #include "numerics/fp8.h"
 #include "numerics/ggml_dequant.h"
 #include "numerics/int8_gemm_ref.h"
@@ -324,6 +325,62 @@ TEST_P(Backend, GgmlDigestOfEveryKernelTypeEqualsTheCpuDigest) {
   F32Digest none;
   std::string error;
   EXPECT_FALSE(be_->ggml_digest(8, std::vector<uint8_t>(kDigestMaxElems / 32 * 34 + 34), w, none, error));
+}
+
+// The device's digests of the BF16 a --experts bf16 conversion holds (fp8_bf16_digest,
+// mxfp4_bf16_digest) equal the CPU's bf16_digest of the same backend's BF16 (fp8_to_bf16;
+// mxfp4_to_f32 rounded to nearest even), which the tests above hold to the CPU reference:
+// random codes (NaN codes included), both FP8 scale kinds, 4M elements (several grid-stride
+// rounds on the device), and a call past one digest refused.
+TEST_P(Backend, Bf16DigestsOfFp8AndMxfp4DecodesEqualTheCpuDigestOfTheirBf16) {
+  ASSERT_TRUE(be_->has_bf16_digest());
+  const DigestWeights dw(digest_fresh_key());
+  std::uniform_int_distribution<int> byte(0, 255), e8m0(100, 140);
+  auto le_bytes = [](const std::vector<uint16_t>& v) {
+    std::vector<uint8_t> b(2 * v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[2 * i] = static_cast<uint8_t>(v[i]), b[2 * i + 1] = static_cast<uint8_t>(v[i] >> 8);
+    return b;
+  };
+  const Fp8Grid g{4096, 1024, 128, 128};
+  std::vector<uint8_t> w(g.rows * g.cols);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng_));
+  std::vector<uint8_t> scale_e8m0(fp8_scale_rows(g) * fp8_scale_cols(g)), scale_f32(4 * scale_e8m0.size());
+  for (auto& b : scale_e8m0) b = static_cast<uint8_t>(e8m0(rng_));
+  for (size_t i = 0; i < scale_e8m0.size(); ++i) {
+    const float f = std::ldexp(1.0f + static_cast<float>(byte(rng_)) / 256.0f, e8m0(rng_) - 127);
+    std::memcpy(&scale_f32[4 * i], &f, 4);
+  }
+  std::string error;
+  for (Fp8ScaleKind kind : {Fp8ScaleKind::e8m0, Fp8ScaleKind::f32}) {
+    const std::vector<uint8_t>& scale = kind == Fp8ScaleKind::e8m0 ? scale_e8m0 : scale_f32;
+    // Rows 1024.. of the grid: row_begin picks the scale rows.
+    std::span<const uint8_t> rows(w.data() + 1024 * g.cols, 2048 * g.cols);
+    std::vector<uint16_t> bf(rows.size());
+    ASSERT_TRUE(be_->fp8_to_bf16(rows, 1024, g, kind, scale, bf, error)) << error;
+    F32Digest got;
+    ASSERT_TRUE(be_->fp8_bf16_digest(rows, 1024, g, kind, scale, dw, got, error)) << error;
+    EXPECT_EQ(got, bf16_digest(le_bytes(bf), 0, dw)) << (kind == Fp8ScaleKind::e8m0 ? "e8m0" : "f32");
+  }
+  const uint64_t mrows = 4096, k = 1024;
+  std::vector<uint8_t> mw(mrows * k / 2), ms(mrows * k / 32);
+  for (auto& b : mw) b = static_cast<uint8_t>(byte(rng_));
+  for (auto& b : ms) b = static_cast<uint8_t>(e8m0(rng_));
+  std::vector<float> f(mrows * k);
+  ASSERT_TRUE(be_->mxfp4_to_f32(mw, ms, mrows, k, f, error)) << error;
+  std::vector<uint16_t> rounded(f.size());
+  for (size_t i = 0; i < f.size(); ++i) rounded[i] = bf16_from_float_rne(f[i]);
+  F32Digest got;
+  ASSERT_TRUE(be_->mxfp4_bf16_digest(mw, ms, mrows, k, dw, got, error)) << error;
+  EXPECT_EQ(got, bf16_digest(le_bytes(rounded), 0, dw));
+  // One element different: the digest differs (both sums).
+  rounded[123457] ^= 1;
+  const F32Digest off = bf16_digest(le_bytes(rounded), 0, dw);
+  EXPECT_NE(got.a, off.a);
+  EXPECT_NE(got.b, off.b);
+  // Past one digest (kDigestMaxElems elements): refused, not truncated.
+  const uint64_t big_rows = kDigestMaxElems / 32 + 1;
+  std::vector<uint8_t> bw(big_rows * 16), bs(big_rows);
+  EXPECT_FALSE(be_->mxfp4_bf16_digest(bw, bs, big_rows, 32, dw, got, error));
 }
 
 // Block counts around the kernels' tiles (8 or 64 blocks per 256 threads, 32 per Q6_K tile),

@@ -153,5 +153,91 @@ TEST(GpuVerifyDigest, ADigestLieIsCaughtWhenTheCpuDigestsCameAhead) {
   EXPECT_NE(test::describe(r.findings).find("the digest kernel is wrong"), std::string::npos);
 }
 
+// A --experts bf16 conversion is compared by BF16 digests: the same faults, injected into
+// the emulation's fp8/mxfp4 BF16 digests and decodes.
+class Bf16FaultyBackend final : public ForwardingBackend {
+ public:
+  explicit Bf16FaultyBackend(Fault f) : ForwardingBackend(make_emulated_backend()), fault_(f) {}
+  bool fp8_bf16_digest(std::span<const uint8_t> wr, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
+                       std::span<const uint8_t> scale, const DigestWeights& w, F32Digest& out, std::string& error) override {
+    ++digest_calls;
+    if (!inner().fp8_bf16_digest(wr, row_begin, g, kind, scale, w, out, error)) return false;
+    if (fault_ == Fault::digest_only) out.a += 1;
+    return true;
+  }
+  bool mxfp4_bf16_digest(std::span<const uint8_t> wt, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                         const DigestWeights& w, F32Digest& out, std::string& error) override {
+    ++digest_calls;
+    if (!inner().mxfp4_bf16_digest(wt, scale, rows, k, w, out, error)) return false;
+    if (fault_ != Fault::none && (fault_ == Fault::digest_only || !faulty_)) out.a += 1;
+    if (fault_ == Fault::one_element && !faulty_) faulty_ = wt.data();
+    return true;
+  }
+  // The first digested MXFP4 step's element 5: a BF16 mantissa bit flipped in its decode.
+  bool mxfp4_to_f32(std::span<const uint8_t> wt, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
+                    std::span<float> out, std::string& error) override {
+    if (!inner().mxfp4_to_f32(wt, scale, rows, k, out, error)) return false;
+    if (fault_ == Fault::one_element && wt.data() == faulty_) out[5] = std::bit_cast<float>(std::bit_cast<uint32_t>(out[5]) ^ (1u << 22));
+    return true;
+  }
+  int digest_calls = 0;
+
+ private:
+  Fault fault_;
+  const uint8_t* faulty_ = nullptr;
+};
+
+class GpuVerifyBf16Digest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    out_ = tmp_.str("bf16");
+    const auto r = test::run_ckpt("convert -q " + test::shell_quote(test::fixture("oracle/dsv4-tiny")) + " " +
+                                  test::shell_quote(out_) + " --experts bf16");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  VerifyReport verify(Bf16FaultyBackend& be, bool full_compare = false) {
+    VerifyOptions o;
+    o.reference = test::fixture("oracle/dsv4-tiny");
+    o.full_compare = full_compare;
+    o.memory_budget = 1;  // one job at a time
+    return verify_path(out_, be, o);
+  }
+  test::TempDir tmp_;
+  std::string out_;
+};
+
+TEST_F(GpuVerifyBf16Digest, AnHonestBackendPassesOnDigests) {
+  Bf16FaultyBackend be(Fault::none);
+  const VerifyReport r = verify(be);
+  EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
+  EXPECT_FALSE(r.findings.has_errors()) << test::describe(r.findings);
+  EXPECT_GT(be.digest_calls, 0);
+}
+
+TEST_F(GpuVerifyBf16Digest, ADigestThatDisagreesWithEqualValuesFailsClosed) {
+  Bf16FaultyBackend be(Fault::digest_only);
+  const VerifyReport r = verify(be);
+  EXPECT_GT(r.failed(), 0u);
+  const std::string d = test::describe(r.findings);
+  EXPECT_NE(d.find("the digest kernel is wrong"), std::string::npos) << d;
+  EXPECT_EQ(d.find("VERIFY_MISMATCH"), std::string::npos) << d;
+}
+
+TEST_F(GpuVerifyBf16Digest, ADifferentDeviceElementIsNamedWithBothValues) {
+  Bf16FaultyBackend be(Fault::one_element);
+  const VerifyReport r = verify(be);
+  ASSERT_GT(r.failed(), 0u);
+  const std::string d = test::describe(r.findings);
+  EXPECT_NE(d.find("VERIFY_MISMATCH"), std::string::npos) << d;
+  EXPECT_NE(d.find("element 5 (row 0, column 5): device MXFP4 decode"), std::string::npos) << d;
+}
+
+TEST_F(GpuVerifyBf16Digest, FullCompareNeverConsultsTheDigest) {
+  Bf16FaultyBackend be(Fault::digest_only);
+  const VerifyReport r = verify(be, true);
+  EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
+  EXPECT_EQ(be.digest_calls, 0);
+}
+
 }  // namespace
 }  // namespace ckpt
