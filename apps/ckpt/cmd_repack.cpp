@@ -20,6 +20,7 @@ constexpr const char* kRepack = "ckpt repack-experts";
 struct RepackArgs {
   std::string input, out_dir, a_log = "fix";
   uint64_t align = 4096;
+  uint64_t tree_chunk = ckpt::kSha256TreeDefaultChunk;
   bool overwrite = false;
   CommonFlags c;
 };
@@ -49,6 +50,7 @@ ckpt::Outcome run_repack(const RepackArgs& a) {
   o.align = a.align;
   o.fix_a_log = a.a_log == "fix";
   o.overwrite = a.overwrite;
+  o.tree_chunk = a.tree_chunk;
   ckpt::Progress progress(a.c.mode(), "repack");
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   const auto report = ckpt::repack_experts(a.input, a.out_dir, o);
@@ -71,6 +73,9 @@ Command add_repack_command(CLI::App& app) {
   c.sub->add_option("--align", args->align, "blob alignment in bytes, a power of two (default 4096)");
   c.sub->add_option("--a-log", args->a_log, "blk.N.ssm_a: fix (write blk.N.A_log = log(-ssm_a), default) or keep")
       ->check(CLI::IsMember({"fix", "keep"}));
+  c.sub->add_option("--tree-chunk", args->tree_chunk,
+                    "chunk size of the source's SHA-256 tree in the manifest: a power of two, 65536 .. 1073741824 "
+                    "(default 67108864), or 0 for none");
   c.sub->add_flag("--overwrite", args->overwrite, "allow a non-empty output directory");
   add_common(c.sub, args->c, "errors only: no progress line and no summary");
   add_json(c.sub, args->c, "schemas/repack-report.schema.json");
