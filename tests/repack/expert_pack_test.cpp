@@ -321,6 +321,35 @@ TEST(ExpertPackOptions, BadAlignIsUsageError) {
   EXPECT_FALSE(fs::exists(tmp.str("out")));
 }
 
+TEST(ExpertPackOptions, BadTreeChunkIsUsageError) {
+  test::TempDir tmp;
+  for (uint64_t chunk : {uint64_t{1}, uint64_t{4096}, uint64_t{100000}, uint64_t{1} << 31, ~uint64_t{0}}) {
+    RepackOptions o;
+    o.tree_chunk = chunk;
+    auto r = repack_experts(kFixture, tmp.str("out"), o);
+    EXPECT_EQ(r.status, kRepackUsage) << chunk;
+    EXPECT_TRUE(r.findings.has_code("REPACK_BAD_TREE_CHUNK")) << chunk << "\n" << all_findings(r.findings);
+  }
+  EXPECT_FALSE(fs::exists(tmp.str("out")));
+}
+
+// --tree-chunk 0: the manifest as written before the tree (source.sha256 only); the same
+// data files as with a tree.
+TEST(ExpertPackOptions, TreeChunkZeroWritesNoTree) {
+  test::TempDir tmp;
+  RepackOptions o;
+  o.tree_chunk = 0;
+  ASSERT_EQ(repack_experts(kFixture, tmp.str("none"), o).status, kRepackOk);
+  ASSERT_EQ(repack(kFixture, tmp.str("tree")).status, kRepackOk);
+  auto none = read_manifest(tmp.str("none"));
+  auto tree = read_manifest(tmp.str("tree"));
+  EXPECT_TRUE(none->root()["source"]["sha256_tree"].error());
+  EXPECT_FALSE(tree->root()["source"]["sha256_tree"].error());
+  EXPECT_EQ(str(none->root()["source"].value(), "sha256"), str(tree->root()["source"].value(), "sha256"));
+  for (const char* name : {"experts.bin", "dense.gguf"})
+    EXPECT_EQ(test::read_file(tmp.str("none/") + name), test::read_file(tmp.str("tree/") + name)) << name;
+}
+
 TEST(ExpertPackOptions, NonEmptyOutDirNeedsOverwrite) {
   test::TempDir tmp;
   ASSERT_EQ(repack(kFixture, tmp.str("out")).status, kRepackOk);
