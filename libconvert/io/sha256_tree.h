@@ -43,7 +43,7 @@ uint64_t sha256_tree_chunk_count(uint64_t size, uint64_t chunk_size);
 Sha256Digest sha256_tree_root(uint64_t chunk_size, uint64_t size, std::span<const Sha256Digest> chunks);
 
 // Every chunk digest of `file` (its size at open), on all cores (oneTBB): each chunk
-// hashed by one task, read with pread in blocks of at most 4 MiB (one buffer per worker,
+// hashed by one task, read with pread in blocks of at most 1 MiB (one buffer per worker,
 // whatever the chunk size), the chunks taken in file order so that the reads move through
 // the file front to back. `hashed` (optional) counts the bytes done. With `stop` set the
 // tasks give up early (the digests are then meaningless; false is returned with an empty

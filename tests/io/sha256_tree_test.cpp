@@ -68,13 +68,14 @@ TEST(Sha256Tree, KnownAnswerFromPython) {
   EXPECT_EQ(sha256_hex(tree_of(tmp.str("empty"), 65536)), "f5ab1cc004c5c664aed479a47bd0ac8617e6cfeaf5d068e832095d93aa641026");
 }
 
-// Around the chunk size and the 4 MiB read block, and chunks larger than the block.
+// Around the chunk size and the 1 MiB read block, and chunks larger than the block.
 TEST(Sha256Tree, RootEqualsIndependentComputationAtEdgeSizes) {
   test::TempDir tmp;
-  const uint64_t k64 = 65536, m4 = uint64_t{4} << 20;
-  const std::pair<uint64_t, uint64_t> cases[] = {{1, k64},          {k64 - 1, k64},     {k64, k64},
-                                                 {k64 + 1, k64},    {5 * k64 + 7, k64}, {m4 + 3, 2 * m4},
-                                                 {2 * m4, 2 * m4},  {3 * m4 + 1, m4}};
+  const uint64_t k64 = 65536, m1 = uint64_t{1} << 20;
+  const std::pair<uint64_t, uint64_t> cases[] = {{1, k64},         {k64 - 1, k64},     {k64, k64},
+                                                 {k64 + 1, k64},   {5 * k64 + 7, k64}, {m1 + 3, 2 * m1},
+                                                 {2 * m1, 2 * m1}, {3 * m1 + 1, m1},   {m1 - 1, 4 * m1},
+                                                 {9 * m1 + 5, 4 * m1}};
   for (const auto& [size, chunk] : cases) {
     const auto bytes = random_bytes(static_cast<size_t>(size), size ^ chunk);
     test::write_file(tmp.str("f"), bytes);
