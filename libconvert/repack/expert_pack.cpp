@@ -35,7 +35,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Bounded memory: one copy buffer for the expert/dense stream, one mapped window for SHA-256.
+// Bounded memory: one copy buffer for the expert/dense stream, one window for the SHA-256,
+// and the SHA-256 tree's 1 MiB read block per tbb worker.
 constexpr size_t kCopyBufferBytes = 16u << 20;
 constexpr size_t kHashWindowBytes = 8u << 20;
 // How far ahead of the copy the kernel is asked to read (posix_fadvise WILLNEED).
@@ -676,7 +677,7 @@ std::string RepackJob::manifest_json() const {
   w.key("source").begin_object().key("path").value(in_).key("name").value(fs::path(in_).filename().string());
   w.key("size").value(src_.size()).key("sha256").value(r_.source_sha256);
   if (options_.tree_chunk != 0) {
-    w.key("sha256_tree").begin_object().key("scheme").value(std::string(kSha256TreeScheme));
+    w.key("sha256_tree").begin_object().key("scheme").value(kSha256TreeScheme);
     w.key("chunk_size").value(options_.tree_chunk).key("root").value(sha256_hex(tree_root_)).key("chunks").begin_array();
     for (const auto& c : tree_chunks_) w.value(sha256_hex(c));
     w.end_array().end_object();
