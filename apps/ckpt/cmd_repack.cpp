@@ -39,7 +39,9 @@ void print_summary(const ckpt::RepackReport& r, std::ostream& out) {
       << r.a_log << (r.a_log_tensors ? " (" + std::to_string(r.a_log_tensors) + " tensors rewritten)" : "") << "\n";
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
-  out << "  source sha256 " << r.source_sha256 << ", " << secs << " s\n";
+  out << "  source sha256 " << r.source_sha256;
+  if (!r.source_tree_root.empty()) out << ", sha256 tree root " << r.source_tree_root << " (chunks of " << r.tree_chunk << " B)";
+  out << ", " << secs << " s\n";
 }
 
 ckpt::Outcome run_repack(const RepackArgs& a) {

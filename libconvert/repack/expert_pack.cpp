@@ -454,7 +454,7 @@ void RepackJob::start_source_hash() {
 }
 
 // Runs on the tree thread (its tasks on the tbb workers); touches only hashed_, tree_error_,
-// tree_chunks_ and tree_root_, which the main thread reads after join(). Its chunks go
+// tree_chunks_, tree_root_ and r_.source_tree_root, which the main thread reads after join(). Its chunks go
 // front to back, ahead of the serial hash, which then mostly reads from the page cache.
 void RepackJob::hash_source_tree() {
   IoError err;
@@ -463,6 +463,7 @@ void RepackJob::hash_source_tree() {
     return;
   }
   tree_root_ = sha256_tree_root(options_.tree_chunk, src_.size(), tree_chunks_);
+  r_.source_tree_root = sha256_hex(tree_root_);
 }
 
 // Runs on the hash thread; touches only hashed_, hash_error_ and r_.source_sha256,
@@ -715,6 +716,7 @@ void RepackJob::run() {
   r_.input = in_;
   r_.out_dir = out_dir_;
   r_.align = options_.align;
+  r_.tree_chunk = options_.tree_chunk;
   if (!check_options() || !check_out_dir() || !open_input() || !plan_experts() || !plan_a_log() || !require_experts() ||
       !create_out_dir()) {
     return;
@@ -766,6 +768,10 @@ std::string repack_report_json(const RepackReport& r) {
   w.key("input").value(r.input).key("out_dir").value(r.out_dir).key("status").value(outcome_name(repack_outcome(r.status)));
   w.key("options").begin_object().key("align").value(r.align).key("a_log").value(r.a_log).end_object();
   w.key("source_sha256").value(r.source_sha256);
+  if (!r.source_tree_root.empty()) {
+    w.key("source_sha256_tree").begin_object().key("scheme").value(kSha256TreeScheme);
+    w.key("chunk_size").value(r.tree_chunk).key("root").value(r.source_tree_root).end_object();
+  }
   w.key("layers").begin_array();
   for (const auto& l : r.layers) {
     w.begin_object().key("layer").value(l.layer).key("expert_count").value(l.experts);

@@ -63,7 +63,8 @@ struct RepackReport {
   int status = kRepackOk;
   Findings findings;
   std::string input, out_dir, source_sha256, a_log;  // a_log: "fixed" or "kept"
-  uint64_t align = 0;
+  std::string source_tree_root;                       // the SHA-256 tree's root; "" without one
+  uint64_t align = 0, tree_chunk = 0;                 // tree_chunk: 0 without a tree
   std::vector<RepackLayerStats> layers;
   uint64_t blobs = 0, experts_bytes = 0, dense_bytes = 0, dense_tensors = 0, a_log_tensors = 0;
   uint64_t source_bytes = 0, padding_bytes = 0;
