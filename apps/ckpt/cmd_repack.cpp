@@ -20,6 +20,7 @@ constexpr const char* kRepack = "ckpt repack-experts";
 struct RepackArgs {
   std::string input, out_dir, a_log = "fix";
   uint64_t align = 4096;
+  uint64_t tree_chunk = ckpt::kSha256TreeDefaultChunk;
   bool overwrite = false;
   CommonFlags c;
 };
@@ -38,7 +39,9 @@ void print_summary(const ckpt::RepackReport& r, std::ostream& out) {
       << r.a_log << (r.a_log_tensors ? " (" + std::to_string(r.a_log_tensors) + " tensors rewritten)" : "") << "\n";
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
-  out << "  source sha256 " << r.source_sha256 << ", " << secs << " s\n";
+  out << "  source sha256 " << r.source_sha256;
+  if (!r.source_tree_root.empty()) out << ", sha256 tree root " << r.source_tree_root << " (chunks of " << r.tree_chunk << " B)";
+  out << ", " << secs << " s\n";
 }
 
 ckpt::Outcome run_repack(const RepackArgs& a) {
@@ -49,6 +52,7 @@ ckpt::Outcome run_repack(const RepackArgs& a) {
   o.align = a.align;
   o.fix_a_log = a.a_log == "fix";
   o.overwrite = a.overwrite;
+  o.tree_chunk = a.tree_chunk;
   ckpt::Progress progress(a.c.mode(), "repack");
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   const auto report = ckpt::repack_experts(a.input, a.out_dir, o);
@@ -71,6 +75,9 @@ Command add_repack_command(CLI::App& app) {
   c.sub->add_option("--align", args->align, "blob alignment in bytes, a power of two (default 4096)");
   c.sub->add_option("--a-log", args->a_log, "blk.N.ssm_a: fix (write blk.N.A_log = log(-ssm_a), default) or keep")
       ->check(CLI::IsMember({"fix", "keep"}));
+  c.sub->add_option("--tree-chunk", args->tree_chunk,
+                    "chunk size of the source's SHA-256 tree in the manifest: a power of two, 65536 .. 1073741824 "
+                    "(default 67108864), or 0 for none");
   c.sub->add_flag("--overwrite", args->overwrite, "allow a non-empty output directory");
   add_common(c.sub, args->c, "errors only: no progress line and no summary");
   add_json(c.sub, args->c, "schemas/repack-report.schema.json");

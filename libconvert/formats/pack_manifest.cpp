@@ -14,6 +14,7 @@
 #include "formats/gguf.h"
 #include "formats/json.h"
 #include "io/hash.h"
+#include "io/sha256_tree.h"
 
 namespace ckpt {
 namespace {
@@ -84,6 +85,7 @@ class ManifestReader {
     return true;
   }
   bool read_files(simdjson::dom::element root, PackManifest& m);
+  bool read_source_tree(simdjson::dom::element source, uint64_t source_size, PackSourceTree& t);
   bool read_layers(simdjson::dom::element root);
   bool read_blob(simdjson::dom::element e, const std::string& path, PackManifestBlob& b);
   bool read_part(simdjson::dom::element e, const std::string& path, PackManifestPart& p);
@@ -156,7 +158,58 @@ bool ManifestReader::read_files(simdjson::dom::element root, PackManifest& m) {
   ok = all_of({ok, str(dense, "$.dense_file", "name", m.dense_name),
                u64(dense, "$.dense_file", "size", kMaxBytes, m.dense_size)});
   if (ok && !is_hex_digest(m.source_sha256, 64)) ok = bad("$.source.sha256", "is not 64 lowercase hex digits");
+  if (json_get(source, "sha256_tree")) {
+    PackSourceTree tree;
+    // Its chunk count follows from source.size: only checked against a size that parsed.
+    if (ok && read_source_tree(source, m.source_size, tree)) {
+      m.source_tree = std::move(tree);
+    } else {
+      ok = false;
+    }
+  }
   return ok;
+}
+
+// Optional (packs written before it lack it); when present every member must hold, so a
+// validator never trusts half a tree. The chunk count is compared before any digest is
+// kept, and the root must be the root of the chunks listed.
+bool ManifestReader::read_source_tree(simdjson::dom::element source, uint64_t source_size, PackSourceTree& t) {
+  const std::string path = "$.source.sha256_tree";
+  simdjson::dom::element tree;
+  if (!object(source, "$.source", "sha256_tree", tree)) return false;
+  std::string scheme, root;
+  simdjson::dom::array chunks;
+  if (!all_of({str(tree, path, "scheme", scheme), u64(tree, path, "chunk_size", kMaxBytes, t.chunk_size),
+               str(tree, path, "root", root), array(tree, path, "chunks", chunks)})) {
+    return false;
+  }
+  if (scheme != kSha256TreeScheme)
+    return bad(path + ".scheme", "is '" + scheme + "', expected '" + std::string(kSha256TreeScheme) + "'");
+  if (!sha256_tree_chunk_size_ok(t.chunk_size)) {
+    return bad(path + ".chunk_size", "is " + std::to_string(t.chunk_size) + ", not a power of two in [" +
+                                         std::to_string(kSha256TreeMinChunk) + ", " + std::to_string(kSha256TreeMaxChunk) + "]");
+  }
+  if (!parse_sha256_hex(root, t.root)) return bad(path + ".root", "is not 64 lowercase hex digits");
+  const uint64_t expected = sha256_tree_chunk_count(source_size, t.chunk_size);
+  const uint64_t listed = chunks.size();
+  if (listed != expected) {
+    return bad(path + ".chunks", "has " + std::to_string(listed) + " digests, but " + std::to_string(source_size) +
+                                     " source bytes in chunks of " + std::to_string(t.chunk_size) + " make " +
+                                     std::to_string(expected));
+  }
+  t.chunks.reserve(static_cast<size_t>(listed));
+  size_t i = 0;
+  for (auto c : chunks) {
+    std::string_view hex;
+    Sha256Digest d{};
+    if (c.get_string().get(hex) || !parse_sha256_hex(hex, d))
+      return bad(path + ".chunks[" + std::to_string(i) + "]", "is not 64 lowercase hex digits");
+    t.chunks.push_back(d);
+    ++i;
+  }
+  if (sha256_tree_root(t.chunk_size, source_size, t.chunks) != t.root)
+    return bad(path + ".root", "is not the root of the listed chunks (" + std::string(kSha256TreeScheme) + ")");
+  return true;
 }
 
 // Layers are descriptive (strides, reasons); check their shape, the blobs carry the data.

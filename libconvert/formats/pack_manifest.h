@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/findings.h"
+#include "io/hash.h"
 
 namespace ckpt {
 
@@ -37,9 +39,20 @@ struct PackManifestBlob {
   bool parts_ok = true;  // every part lies inside the blob, without overlaps
 };
 
+// $.source.sha256_tree (io/sha256_tree.h): optional (packs before it lack it). Parsed only
+// when well formed: scheme "ckptkit-sha256-tree/v1", chunk_size a power of two within the
+// tree's bounds, exactly ceil(source_size / chunk_size) chunk digests, and a root that is
+// the root of those chunks.
+struct PackSourceTree {
+  uint64_t chunk_size = 0;
+  Sha256Digest root{};
+  std::vector<Sha256Digest> chunks;
+};
+
 struct PackManifest {
   uint64_t alignment = 0, source_size = 0, experts_size = 0, dense_size = 0;
   std::string a_log, source_sha256, experts_name, dense_name;
+  std::optional<PackSourceTree> source_tree;
   std::vector<PackManifestBlob> blobs;
 };
 

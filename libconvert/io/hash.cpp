@@ -25,18 +25,43 @@ void Sha256::update(std::span<const uint8_t> bytes) {
   if (!bytes.empty()) EVP_DigestUpdate(impl_->ctx, bytes.data(), bytes.size());
 }
 
-std::string Sha256::hex_digest() {
+Sha256Digest Sha256::digest() {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(impl_->ctx, md, &len);
-  std::string hex;
-  hex.reserve(len * 2);
+  Sha256Digest d{};
+  std::copy(md, md + std::min<size_t>(len, d.size()), d.begin());
+  return d;
+}
+
+std::string Sha256::hex_digest() { return sha256_hex(digest()); }
+
+std::string sha256_hex(const Sha256Digest& d) {
   static const char* digits = "0123456789abcdef";
-  for (unsigned i = 0; i < len; ++i) {
-    hex += digits[md[i] >> 4];
-    hex += digits[md[i] & 15];
+  std::string hex;
+  hex.reserve(2 * d.size());
+  for (uint8_t b : d) {
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
   }
   return hex;
+}
+
+bool parse_sha256_hex(std::string_view hex, Sha256Digest& out) {
+  if (hex.size() != 2 * out.size()) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  Sha256Digest d{};
+  for (size_t i = 0; i < d.size(); ++i) {
+    const int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    d[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  out = d;
+  return true;
 }
 
 std::string sha256_hex(std::string_view text) {

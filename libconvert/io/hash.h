@@ -2,6 +2,7 @@
 // and XXH3-64. Hex output is lowercase; XXH3 is printed big-endian (canonical).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -9,6 +10,8 @@
 #include <string_view>
 
 namespace ckpt {
+
+using Sha256Digest = std::array<uint8_t, 32>;
 
 class Sha256 {
  public:
@@ -21,6 +24,7 @@ class Sha256 {
     update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
   }
   std::string hex_digest();  // finalizes
+  Sha256Digest digest();     // finalizes: the 32 raw bytes
 
  private:
   struct Impl;
@@ -28,6 +32,9 @@ class Sha256 {
 };
 
 std::string sha256_hex(std::string_view text);
+std::string sha256_hex(const Sha256Digest& d);  // 64 lowercase hex digits
+// Exactly 64 lowercase hex digits (the schemas' ^[0-9a-f]{64}$) into `out`; false otherwise.
+bool parse_sha256_hex(std::string_view hex, Sha256Digest& out);
 
 class InputFile;
 // SHA-256 of a whole file, a reader thread preading it ahead in blocks of block_bytes

@@ -35,7 +35,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Bounded memory: one copy buffer for the expert/dense stream, one mapped window for SHA-256.
+// Bounded memory: one copy buffer for the expert/dense stream, one window for the SHA-256,
+// and the SHA-256 tree's 1 MiB read block per tbb worker.
 constexpr size_t kCopyBufferBytes = 16u << 20;
 constexpr size_t kHashWindowBytes = 8u << 20;
 // How far ahead of the copy the kernel is asked to read (posix_fadvise WILLNEED).
@@ -149,6 +150,7 @@ class RepackJob {
   bool scan_ssm_a(const GgufTensorInfo& t);
   void start_source_hash();
   void hash_source();
+  void hash_source_tree();
   bool finish_source_hash();
   bool write_experts(AtomicOutput& out);
   bool copy_part(AtomicOutput& out, uint64_t src, uint64_t len, Xxh3& hash);
@@ -183,16 +185,20 @@ class RepackJob {
   std::vector<const GgufTensorInfo*> dense_;  // source order
   bool fix_a_log_ = false;                    // this run rewrites ssm_a
   uint64_t experts_size_ = 0, total_work_ = 0, done_work_ = 0;
-  std::atomic<uint64_t> hashed_{0};
+  std::atomic<uint64_t> hashed_{0};  // by both source hashes (progress)
   // Staging buffer for experts.bin: parts are read straight into it and written in big chunks.
   std::unique_ptr<uint8_t[]> buf_;
   size_t buf_fill_ = 0;
   uint64_t written_ = 0;
-  // SHA-256 of the whole source, computed by a second thread while the copy runs.
+  // SHA-256 of the whole source, computed by a second thread while the copy runs, and its
+  // SHA-256 tree, computed by a third one on the other cores (oneTBB).
   std::vector<uint8_t> dense_buf_;
-  std::thread hash_thread_;
-  std::atomic<bool> hash_stop_{false}, hash_done_{false};
-  std::string hash_error_;
+  std::thread hash_thread_, tree_thread_;
+  std::atomic<bool> hash_stop_{false};
+  std::atomic<int> hashes_running_{0};
+  std::string hash_error_, tree_error_;
+  std::vector<Sha256Digest> tree_chunks_;
+  Sha256Digest tree_root_{};
 };
 
 bool RepackJob::check_options() {
@@ -201,6 +207,11 @@ bool RepackJob::check_options() {
     return fail(kRepackUsage, "REPACK_BAD_ALIGN", "", "", std::nullopt,
                 "--align " + std::to_string(a) + " is not a power of two between " + std::to_string(kRepackMinAlign) +
                     " and " + std::to_string(kRepackMaxAlign));
+  }
+  if (options_.tree_chunk != 0 && !sha256_tree_chunk_size_ok(options_.tree_chunk)) {
+    return fail(kRepackUsage, "REPACK_BAD_TREE_CHUNK", "", "", std::nullopt,
+                "--tree-chunk " + std::to_string(options_.tree_chunk) + " is not 0 or a power of two between " +
+                    std::to_string(kSha256TreeMinChunk) + " and " + std::to_string(kSha256TreeMaxChunk));
   }
   return true;
 }
@@ -430,10 +441,29 @@ bool RepackJob::scan_ssm_a(const GgufTensorInfo& t) {
 }
 
 void RepackJob::start_source_hash() {
+  hashes_running_ = options_.tree_chunk != 0 ? 2 : 1;
   hash_thread_ = std::thread([this] {
     hash_source();
-    hash_done_ = true;
+    --hashes_running_;
   });
+  if (options_.tree_chunk == 0) return;
+  tree_thread_ = std::thread([this] {
+    hash_source_tree();
+    --hashes_running_;
+  });
+}
+
+// Runs on the tree thread (its tasks on the tbb workers); touches only hashed_, tree_error_,
+// tree_chunks_, tree_root_ and r_.source_tree_root, which the main thread reads after join(). Its chunks go
+// front to back, ahead of the serial hash, which then mostly reads from the page cache.
+void RepackJob::hash_source_tree() {
+  IoError err;
+  if (!sha256_tree_file(src_, options_.tree_chunk, tree_chunks_, err, &hash_stop_, &hashed_)) {
+    tree_error_ = err.message;  // empty when stopped: the copy failed and says why
+    return;
+  }
+  tree_root_ = sha256_tree_root(options_.tree_chunk, src_.size(), tree_chunks_);
+  r_.source_tree_root = sha256_hex(tree_root_);
 }
 
 // Runs on the hash thread; touches only hashed_, hash_error_ and r_.source_sha256,
@@ -459,13 +489,15 @@ void RepackJob::hash_source() {
 
 bool RepackJob::finish_source_hash() {
   // Keep the progress line moving while the hash catches up with the copy.
-  while (!hash_done_.load()) {
+  while (hashes_running_.load() > 0) {
     add_progress(0);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   hash_thread_.join();
+  if (tree_thread_.joinable()) tree_thread_.join();
   add_progress(0);
   if (!hash_error_.empty()) return io_fail("IO_READ", in_, "cannot hash " + in_ + ": " + hash_error_);
+  if (!tree_error_.empty()) return io_fail("IO_READ", in_, "cannot hash " + in_ + " (SHA-256 tree): " + tree_error_);
   return true;
 }
 
@@ -645,6 +677,12 @@ std::string RepackJob::manifest_json() const {
   w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(CKPT_VERSION).end_object();
   w.key("source").begin_object().key("path").value(in_).key("name").value(fs::path(in_).filename().string());
   w.key("size").value(src_.size()).key("sha256").value(r_.source_sha256);
+  if (options_.tree_chunk != 0) {
+    w.key("sha256_tree").begin_object().key("scheme").value(kSha256TreeScheme);
+    w.key("chunk_size").value(options_.tree_chunk).key("root").value(sha256_hex(tree_root_)).key("chunks").begin_array();
+    for (const auto& c : tree_chunks_) w.value(sha256_hex(c));
+    w.end_array().end_object();
+  }
   w.key("alignment").value(g_->alignment).key("tensor_count").value(static_cast<uint64_t>(g_->tensors.size())).end_object();
   w.key("alignment").value(options_.align).key("a_log").value(r_.a_log);
   w.key("experts_file").begin_object().key("name").value(kPackExpertsFile).key("size").value(experts_size_).end_object();
@@ -678,6 +716,7 @@ void RepackJob::run() {
   r_.input = in_;
   r_.out_dir = out_dir_;
   r_.align = options_.align;
+  r_.tree_chunk = options_.tree_chunk;
   if (!check_options() || !check_out_dir() || !open_input() || !plan_experts() || !plan_a_log() || !require_experts() ||
       !create_out_dir()) {
     return;
@@ -685,7 +724,7 @@ void RepackJob::run() {
   src_.advise_sequential();
   uint64_t dense_data = 0;
   for (const auto* t : dense_) dense_data += t->nbytes;  // each within the file: no overflow
-  total_work_ = src_.size() + experts_size_ + dense_data;
+  total_work_ = src_.size() * (options_.tree_chunk != 0 ? 2 : 1) + experts_size_ + dense_data;
   AtomicOutput experts((fs::path(out_dir_) / kPackExpertsFile).string());
   AtomicOutput dense((fs::path(out_dir_) / kPackDenseFile).string());
   std::string error;
@@ -729,6 +768,10 @@ std::string repack_report_json(const RepackReport& r) {
   w.key("input").value(r.input).key("out_dir").value(r.out_dir).key("status").value(outcome_name(repack_outcome(r.status)));
   w.key("options").begin_object().key("align").value(r.align).key("a_log").value(r.a_log).end_object();
   w.key("source_sha256").value(r.source_sha256);
+  if (!r.source_tree_root.empty()) {
+    w.key("source_sha256_tree").begin_object().key("scheme").value(kSha256TreeScheme);
+    w.key("chunk_size").value(r.tree_chunk).key("root").value(r.source_tree_root).end_object();
+  }
   w.key("layers").begin_array();
   for (const auto& l : r.layers) {
     w.begin_object().key("layer").value(l.layer).key("expert_count").value(l.experts);

@@ -6,7 +6,9 @@
 //                          O_DIRECT reader can fetch any expert with one aligned pread;
 //   OUT_DIR/dense.gguf     every other tensor and all metadata as a valid GGUF v3, with
 //                          ckptkit.repack.* keys (and blk.N.ssm_a -> blk.N.A_log with --a-log fix);
-//   OUT_DIR/manifest.json  schemas/expert-pack-manifest.schema.json, written last.
+//   OUT_DIR/manifest.json  schemas/expert-pack-manifest.schema.json, written last; it
+//                          records the source's SHA-256 (one stream, on a thread of its
+//                          own) and its SHA-256 tree (io/sha256_tree.h, on all cores).
 // (gguf.md §7-§8). Streams with fixed-size buffers; every output is written under a hidden
 // temporary name, fsynced and renamed, so an interrupted run leaves no partial file.
 #pragma once
@@ -19,6 +21,7 @@
 #include "core/findings.h"
 #include "core/outcome.h"
 #include "formats/pack_manifest.h"
+#include "io/sha256_tree.h"
 
 namespace ckpt {
 
@@ -26,6 +29,10 @@ struct RepackOptions {
   uint64_t align = 4096;   // power of two, 512 B .. 1 GiB
   bool fix_a_log = true;   // blk.N.ssm_a (−exp(A_log)) -> blk.N.A_log = log(−ssm_a)
   bool overwrite = false;  // allow a non-empty OUT_DIR
+  // Chunk size of the source's SHA-256 tree (io/sha256_tree.h) in the manifest: a power
+  // of two in [kSha256TreeMinChunk, kSha256TreeMaxChunk], or 0 for none (a manifest as
+  // written before the tree, which validators check with the serial SHA-256).
+  uint64_t tree_chunk = kSha256TreeDefaultChunk;
   // (bytes done, bytes total) over everything read and written; may be empty.
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
@@ -56,7 +63,8 @@ struct RepackReport {
   int status = kRepackOk;
   Findings findings;
   std::string input, out_dir, source_sha256, a_log;  // a_log: "fixed" or "kept"
-  uint64_t align = 0;
+  std::string source_tree_root;                       // the SHA-256 tree's root; "" without one
+  uint64_t align = 0, tree_chunk = 0;                 // tree_chunk: 0 without a tree
   std::vector<RepackLayerStats> layers;
   uint64_t blobs = 0, experts_bytes = 0, dense_bytes = 0, dense_tensors = 0, a_log_tensors = 0;
   uint64_t source_bytes = 0, padding_bytes = 0;

@@ -21,6 +21,7 @@
 #include "formats/json.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
+#include "io/sha256_tree.h"
 #include "repack/expert_pack.h"
 #include "formats/pack_manifest.h"
 
@@ -54,12 +55,14 @@ class PackValidator {
   void check_blob_geometry();
   void check_parts(PackManifestBlob& b);
   void check_blob_order();
-  void hash_parts();
+  void open_reference(const std::string& reference);
+  void scan_parts(bool hash);
   void check_padding();
   void check_dense();
-  void check_reference(const std::string& reference, bool deep);
-  bool reference_sha256(const MappedFile& ref, Findings& f);
-  std::vector<Findings> compare_parts(const MappedFile& ref, const GgufFile& g);
+  void check_reference(bool deep);
+  bool reference_identity(const MappedFile& ref, Findings& f) const;
+  bool reference_sha256(const MappedFile& ref, Findings& f) const;
+  bool reference_tree(const MappedFile& ref, const PackSourceTree& tree, Findings& f) const;
   bool expected_source(const GgufFile& g, const PackManifestBlob& b, const PackManifestPart& p, Findings& f);
   void check_coverage(const GgufFile& g);
   void compare_dense(const MappedFile& ref, const GgufFile& g);
@@ -86,6 +89,22 @@ class PackValidator {
   bool geometry_ok_ = true;
   std::vector<uint8_t> buf_a_;  // streaming buffer, allocated once
   Buffers bufs_;                // bytes_equal's on this thread
+  // The reference (--reference), opened and parsed before the parts are read, so that
+  // one pass over each part both hashes it and compares it with its source slice; the
+  // findings of both keep their places in the report (scan_parts, check_reference).
+  std::string ref_path_;
+  MappedFile ref_;
+  bool ref_opened_ = false;
+  std::string ref_open_error_;
+  std::optional<GgufFile> ref_gguf_;  // when the reference is a valid GGUF
+  bool compared_ = false;             // scan_parts compared the parts with it
+  std::vector<Findings> compare_found_;  // per part, in part order
+  Findings identity_findings_;
+  bool identity_ok_ = false;
+  // The reference's identity check (its SHA-256 tree on all cores, or for a manifest
+  // without one its SHA-256 in one stream) on a thread of its own, from open_reference to
+  // check_reference; last, so that it is joined before the members it uses go.
+  std::jthread identity_;
 };
 
 bool PackValidator::load_manifest() { return read_pack_manifest(dir_, m_, f_); }
@@ -209,39 +228,71 @@ void PackValidator::check_blob_order() {
   }
 }
 
-// The point of the manifest: every part's bytes hash to what it records. Streamed.
-// Every part's xxh3 on all cores, the findings appended in part order up to the first part
-// that could not be read (as one thread reading them in order would stop there).
-void PackValidator::hash_parts() {
+// The point of the manifest: every part's bytes hash to what it records. Streamed, every
+// part on all cores. With a reference (valid GGUF, sane geometry) the same pass compares
+// each part with its source slice, so experts.bin is read once: the hash findings are
+// appended here in part order up to the first part that could not be read (as one thread
+// reading them in order would stop there), the comparison's kept per part for
+// check_reference. `hash` false (experts.bin missing): only the comparison.
+void PackValidator::scan_parts(bool hash) {
   const std::string file = path(m_.experts_name);
   std::vector<std::pair<const PackManifestBlob*, const PackManifestPart*>> parts;
   for (const auto& b : m_.blobs)
     for (const auto& p : b.parts) parts.emplace_back(&b, &p);
+  compared_ = ref_gguf_.has_value() && geometry_ok_;
+  if (!hash && !compared_) return;
   std::vector<Findings> found(parts.size());
   std::vector<uint8_t> unreadable(parts.size(), 0);
-  tbb::enumerable_thread_specific<std::vector<uint8_t>> buffers([] { return std::vector<uint8_t>(kReadChunk); });
+  if (compared_) compare_found_.assign(parts.size(), Findings{});
+  tbb::enumerable_thread_specific<Buffers> buffers;
   tbb::parallel_for(tbb::blocked_range<size_t>(0, parts.size(), 8), [&](const tbb::blocked_range<size_t>& r) {
-    std::vector<uint8_t>& buf = buffers.local();
+    Buffers& bufs = buffers.local();
+    bufs.a.resize(kReadChunk);
+    if (compared_) bufs.b.resize(kReadChunk);
     for (size_t i = r.begin(); i < r.end(); ++i) {
       const PackManifestBlob& b = *parts[i].first;
       const PackManifestPart& p = *parts[i].second;
       if (!part_in_file(b, p)) continue;  // already reported as a range finding
-      Xxh3 hash;
       const uint64_t start = b.offset + p.offset;
-      bool read_all = true;
-      for (uint64_t pos = 0; pos < p.size && read_all; pos += buf.size()) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), p.size - pos));
+      bool hashing = hash, comparing = compared_ && expected_source(*ref_gguf_, b, p, compare_found_[i]);
+      // As bytes_equal reports a comparison it cannot finish or that finds a difference.
+      auto mismatch = [&](uint64_t diff) {
+        compare_found_[i].error("PACK_SOURCE_MISMATCH", file, p.tensor, start + diff,
+                                pack_blob_name(b) + " part '" + p.tensor + "' differs from its source slice at byte " +
+                                    std::to_string(diff) + " (source offset " + std::to_string(p.source_offset + diff) + ")");
+        comparing = false;
+      };
+      Xxh3 xxh;
+      for (uint64_t pos = 0; pos < p.size && (hashing || comparing); pos += kReadChunk) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, p.size - pos));
+        std::span<uint8_t> x(bufs.a.data(), n);
         IoError err;
-        if (!experts_.read_at(start + pos, std::span<uint8_t>(buf.data(), n), err)) {
-          found[i].error("IO_READ", file, p.tensor, start + pos, err.message);
-          unreadable[i] = 1;
-          read_all = false;
+        if (!experts_.read_at(start + pos, x, err)) {
+          if (hashing) {
+            found[i].error("IO_READ", file, p.tensor, start + pos, err.message);
+            unreadable[i] = 1;
+            hashing = false;
+          }
+          if (comparing) {
+            compare_found_[i].error("IO_READ", err.path, "", std::nullopt, err.message);
+            mismatch(pos);
+          }
           break;
         }
-        hash.update(std::span<const uint8_t>(buf.data(), n));
+        if (hashing) xxh.update(x);
+        if (!comparing) continue;
+        std::span<uint8_t> y(bufs.b.data(), n);
+        if (!ref_.read_at(p.source_offset + pos, y, err)) {
+          compare_found_[i].error("IO_READ", err.path, "", std::nullopt, err.message);
+          mismatch(pos);
+        } else if (std::memcmp(x.data(), y.data(), n) != 0) {
+          size_t k = 0;
+          while (x[k] == y[k]) ++k;
+          mismatch(pos + k);
+        }
       }
-      if (!read_all) continue;
-      const std::string got = xxh3_hex(hash.digest());
+      if (!hash || unreadable[i]) continue;
+      const std::string got = xxh3_hex(xxh.digest());
       if (got != p.xxh3) {
         found[i].error("PACK_PART_HASH", file, p.tensor, start,
                        pack_blob_name(b) + " part '" + p.tensor + "' at " + std::to_string(start) + " has xxh3 " + got +
@@ -249,7 +300,7 @@ void PackValidator::hash_parts() {
       }
     }
   });
-  for (size_t i = 0; i < parts.size(); ++i) {
+  for (size_t i = 0; i < parts.size() && hash; ++i) {
     f_.append(found[i]);
     if (unreadable[i]) return;
   }
@@ -322,8 +373,44 @@ void PackValidator::check_dense() {
   }
 }
 
-// On a thread of its own (check_reference): its own buffer, its own findings.
-bool PackValidator::reference_sha256(const MappedFile& ref, Findings& f) {
+// On the identity thread (open_reference): its own buffers, its own findings. The SHA-256
+// tree when the manifest has one (on all cores), else the SHA-256 (one stream).
+bool PackValidator::reference_identity(const MappedFile& ref, Findings& f) const {
+  return m_.source_tree ? reference_tree(ref, *m_.source_tree, f) : reference_sha256(ref, f);
+}
+
+// Every chunk of the reference hashed by one task; a mismatch names the first chunk that
+// differs (its byte range) and how many do.
+bool PackValidator::reference_tree(const MappedFile& ref, const PackSourceTree& tree, Findings& f) const {
+  if (ref.size() != m_.source_size) {
+    f.error("PACK_SOURCE_SHA256", ref.path(), "", std::nullopt,
+            "reference is " + std::to_string(ref.size()) + " bytes, the manifest's source has " +
+                std::to_string(m_.source_size) + ": it is not the pack's source");
+    return false;
+  }
+  std::vector<Sha256Digest> got;
+  IoError err;
+  uint64_t at = 0;
+  if (!sha256_tree_file(ref, tree.chunk_size, got, err, nullptr, nullptr, &at)) {
+    f.error("IO_READ", ref.path(), "", at, err.message);
+    return false;
+  }
+  size_t first = got.size(), differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == tree.chunks[i]) continue;
+    if (differ++ == 0) first = i;
+  }
+  if (differ == 0) return true;
+  const uint64_t begin = first * tree.chunk_size, end = std::min(m_.source_size, begin + tree.chunk_size);
+  f.error("PACK_SOURCE_SHA256", ref.path(), "", begin,
+          "reference bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ") (chunk " + std::to_string(first) +
+              " of " + std::to_string(got.size()) + ", chunk size " + std::to_string(tree.chunk_size) + ") have SHA-256 " +
+              sha256_hex(got[first]) + ", the manifest's source tree has " + sha256_hex(tree.chunks[first]) + "; " +
+              std::to_string(differ) + " of " + std::to_string(got.size()) + " chunks differ: it is not the pack's source");
+  return false;
+}
+
+bool PackValidator::reference_sha256(const MappedFile& ref, Findings& f) const {
   Sha256 sha;
   std::vector<uint8_t> buf(kReadChunk);
   for (uint64_t pos = 0; pos < ref.size(); pos += buf.size()) {
@@ -383,31 +470,6 @@ bool PackValidator::bytes_equal(const MappedFile& a, uint64_t a_off, const Mappe
     }
   }
   return true;
-}
-
-// Every part against its source slice, on all cores: each part's findings in its own slot,
-// appended in part order by the caller (the report is the one a single thread gives).
-std::vector<Findings> PackValidator::compare_parts(const MappedFile& ref, const GgufFile& g) {
-  std::vector<std::pair<const PackManifestBlob*, const PackManifestPart*>> parts;
-  for (const auto& b : m_.blobs)
-    for (const auto& p : b.parts) parts.emplace_back(&b, &p);
-  std::vector<Findings> found(parts.size());
-  tbb::enumerable_thread_specific<Buffers> buffers;
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, parts.size(), 8), [&](const tbb::blocked_range<size_t>& r) {
-    Buffers& bufs = buffers.local();
-    for (size_t i = r.begin(); i < r.end(); ++i) {
-      const PackManifestBlob& b = *parts[i].first;
-      const PackManifestPart& p = *parts[i].second;
-      if (!part_in_file(b, p) || !expected_source(g, b, p, found[i])) continue;
-      uint64_t diff = 0;
-      if (!bytes_equal(experts_, b.offset + p.offset, ref, p.source_offset, p.size, diff, found[i], bufs)) {
-        found[i].error("PACK_SOURCE_MISMATCH", path(m_.experts_name), p.tensor, b.offset + p.offset + diff,
-                       pack_blob_name(b) + " part '" + p.tensor + "' differs from its source slice at byte " +
-                           std::to_string(diff) + " (source offset " + std::to_string(p.source_offset + diff) + ")");
-      }
-    }
-  });
-  return found;
 }
 
 // Every expert of every expert tensor in the reference is in exactly one blob.
@@ -510,33 +572,39 @@ void PackValidator::compare_dense(const MappedFile& ref, const GgufFile& g) {
   }
 }
 
-void PackValidator::check_reference(const std::string& reference, bool deep) {
-  MappedFile ref;
+// Opens and parses the reference and starts its identity check; what fails here is
+// reported by check_reference, where the report has always had it.
+void PackValidator::open_reference(const std::string& reference) {
+  ref_path_ = reference;
   IoError err;
-  if (!ref.open(reference, err)) {
-    f_.error("IO_OPEN", reference, "", std::nullopt, "cannot read the reference: " + err.message);
+  if (!ref_.open(reference, err)) {
+    ref_open_error_ = err.message;
     return;
   }
-  // The SHA-256 (one stream, ~2 GB/s) on its own thread while the reference is parsed and
-  // every part compared with it; their findings count only if the SHA-256 is the source's.
-  Findings sha_findings;
-  bool sha_ok = false;
-  std::thread sha([&] { sha_ok = reference_sha256(ref, sha_findings); });
+  ref_opened_ = true;
+  // Its identity (tree: on all cores; SHA-256: ~2 GB/s, one stream) beside the parts scan,
+  // the padding and dense checks; their findings count only if the reference is the source.
+  identity_ = std::jthread([this] { identity_ok_ = reference_identity(ref_, identity_findings_); });
   Findings ref_findings;
-  auto g = read_gguf(ref, reference, ref_findings);
-  const bool valid = g && !ref_findings.has_errors();
-  std::vector<Findings> parts;
-  if (valid && geometry_ok_) parts = compare_parts(ref, *g);
-  sha.join();
-  f_.append(sha_findings);
-  if (!sha_ok) return;
-  if (!valid) {
-    f_.error("PACK_REFERENCE_INVALID", reference, "", std::nullopt, "the reference is not a valid GGUF file");
+  auto g = read_gguf(ref_, reference, ref_findings);
+  if (g && !ref_findings.has_errors()) ref_gguf_ = std::move(g);
+}
+
+void PackValidator::check_reference(bool deep) {
+  if (!ref_opened_) {
+    f_.error("IO_OPEN", ref_path_, "", std::nullopt, "cannot read the reference: " + ref_open_error_);
     return;
   }
-  for (const Findings& f : parts) f_.append(f);
-  check_coverage(*g);
-  if (deep && dense_gguf_) compare_dense(ref, *g);
+  identity_.join();
+  f_.append(identity_findings_);
+  if (!identity_ok_) return;
+  if (!ref_gguf_) {
+    f_.error("PACK_REFERENCE_INVALID", ref_path_, "", std::nullopt, "the reference is not a valid GGUF file");
+    return;
+  }
+  for (const Findings& f : compare_found_) f_.append(f);
+  check_coverage(*ref_gguf_);
+  if (deep && dense_gguf_) compare_dense(ref_, *ref_gguf_);
 }
 
 }  // namespace
@@ -550,13 +618,16 @@ bool is_expert_pack(const std::string& dir) {
 
 void PackValidator::run(const std::string& reference, bool deep) {
   if (!load_manifest() || !check_names()) return;
+  if (!reference.empty()) open_reference(reference);
   if (check_experts_file()) {
     check_blob_geometry();
-    hash_parts();
+    scan_parts(true);
     if (geometry_ok_) check_padding();
+  } else {
+    scan_parts(false);  // no experts.bin: still each part's source range (as before)
   }
   check_dense();
-  if (!reference.empty()) check_reference(reference, deep);
+  if (!reference.empty()) check_reference(deep);
 }
 
 void PackValidator::run_manifest_only(std::string_view text, const std::string& display,

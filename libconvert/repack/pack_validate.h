@@ -3,8 +3,10 @@
 // every name a plain file name), the geometry of experts.bin (alignment, blob and part
 // ranges, padding), the xxh3 of every blob part (streamed: the manifest exists so a
 // reader can trust each blob), dense.gguf through the GGUF reader, and with the source
-// file as reference: its SHA-256 and every part byte-equal to its source slice
-// (with deep also every dense tensor and KV). Findings use PACK_* codes (IO_* for I/O).
+// file as reference: its identity (the manifest's SHA-256 tree on all cores, or for a
+// manifest without one its SHA-256 in one stream) and every part byte-equal to its source
+// slice, in the same pass that hashes the part (with deep also every dense tensor and KV).
+// Findings use PACK_* codes (IO_* for I/O).
 #pragma once
 
 #include <cstdint>

@@ -127,6 +127,29 @@ def manifest_seeds(build):
     if len(overlap["blobs"]) > 1:
         overlap["blobs"][1]["offset"] = overlap["blobs"][0]["offset"]
     put("expert_pack_manifest", "overlap.json", json.dumps(overlap).encode())
+    tree_seeds(ckpt)
+
+
+def tree_seeds(ckpt):
+    """$.source.sha256_tree: a well-formed tree of 8 chunks and the faults the reader refuses."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "pack"
+        subprocess.run([str(ckpt), "repack-experts", str(FIXTURES / "ggml" / "qwen3next-tiny.gguf"), str(out), "-q",
+                        "--tree-chunk", "1048576"], check=True)
+        m = json.loads((out / "manifest.json").read_bytes())
+    m["blobs"] = m["blobs"][:2]
+    put("expert_pack_manifest", "tree-8-chunks.json", json.dumps(m).encode())
+    faults = {
+        "tree-chunk-size-zero.json": lambda t: t.update(chunk_size=0),
+        "tree-chunk-size-huge.json": lambda t: t.update(chunk_size=1 << 62),
+        "tree-count-short.json": lambda t: t.update(chunks=t["chunks"][:-1]),
+        "tree-bad-hex.json": lambda t: t.update(chunks=["Z" * 64] + t["chunks"][1:]),
+        "tree-bad-root.json": lambda t: t.update(root="0" * 64),
+    }
+    for name, fault in faults.items():
+        bad = json.loads(json.dumps(m))
+        fault(bad["source"]["sha256_tree"])
+        put("expert_pack_manifest", name, json.dumps(bad).encode())
 
 
 def main():

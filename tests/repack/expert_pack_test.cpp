@@ -321,6 +321,46 @@ TEST(ExpertPackOptions, BadAlignIsUsageError) {
   EXPECT_FALSE(fs::exists(tmp.str("out")));
 }
 
+TEST(ExpertPackOptions, BadTreeChunkIsUsageError) {
+  test::TempDir tmp;
+  for (uint64_t chunk : {uint64_t{1}, uint64_t{4096}, uint64_t{100000}, uint64_t{1} << 31, ~uint64_t{0}}) {
+    RepackOptions o;
+    o.tree_chunk = chunk;
+    auto r = repack_experts(kFixture, tmp.str("out"), o);
+    EXPECT_EQ(r.status, kRepackUsage) << chunk;
+    EXPECT_TRUE(r.findings.has_code("REPACK_BAD_TREE_CHUNK")) << chunk << "\n" << all_findings(r.findings);
+  }
+  EXPECT_FALSE(fs::exists(tmp.str("out")));
+}
+
+// --tree-chunk 0: the manifest as written before the tree (source.sha256 only); the same
+// data files as with a tree.
+TEST(ExpertPackOptions, TreeChunkZeroWritesNoTree) {
+  test::TempDir tmp;
+  RepackOptions o;
+  o.tree_chunk = 0;
+  const auto r_none = repack_experts(kFixture, tmp.str("none"), o);
+  ASSERT_EQ(r_none.status, kRepackOk);
+  const auto r_tree = repack(kFixture, tmp.str("tree"));
+  ASSERT_EQ(r_tree.status, kRepackOk);
+  auto none = read_manifest(tmp.str("none"));
+  auto tree = read_manifest(tmp.str("tree"));
+  EXPECT_TRUE(none->root()["source"]["sha256_tree"].error());
+  EXPECT_FALSE(tree->root()["source"]["sha256_tree"].error());
+  // The report carries the tree's root (and nothing without one).
+  EXPECT_EQ(r_none.source_tree_root, "");
+  EXPECT_EQ(r_tree.source_tree_root, str(tree->root()["source"]["sha256_tree"].value(), "root"));
+  EXPECT_EQ(r_tree.tree_chunk, kSha256TreeDefaultChunk);
+  EXPECT_EQ(repack_report_json(r_none).find("source_sha256_tree"), std::string::npos);
+  EXPECT_NE(repack_report_json(r_tree).find("\"source_sha256_tree\":{\"scheme\":\"ckptkit-sha256-tree/v1\",\"chunk_size\":67108864,\"root\":\"" +
+                                            r_tree.source_tree_root + "\"}"),
+            std::string::npos)
+      << repack_report_json(r_tree);
+  EXPECT_EQ(str(none->root()["source"].value(), "sha256"), str(tree->root()["source"].value(), "sha256"));
+  for (const char* name : {"experts.bin", "dense.gguf"})
+    EXPECT_EQ(test::read_file(tmp.str("none/") + name), test::read_file(tmp.str("tree/") + name)) << name;
+}
+
 TEST(ExpertPackOptions, NonEmptyOutDirNeedsOverwrite) {
   test::TempDir tmp;
   ASSERT_EQ(repack(kFixture, tmp.str("out")).status, kRepackOk);

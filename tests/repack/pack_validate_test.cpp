@@ -1,12 +1,17 @@
 // validate_expert_pack: a fresh pack passes (with the reference and deep too); a flipped
 // byte is named by blob and part; truncation and hostile manifests are rejected with a
-// PACK_* finding, never a crash.
+// PACK_* finding, never a crash. The source's SHA-256 tree: a pack with one validates, a
+// changed reference byte is named by its chunk, a manifest without one (an old pack)
+// still checks the reference by its SHA-256, bad tree members are refused.
 #include "repack/pack_validate.h"
 
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 
+#include "formats/json.h"
+#include "io/sha256_tree.h"
 #include "repack/expert_pack.h"
 #include "test_util.h"
 #include "validate/validate.h"
@@ -31,13 +36,20 @@ class PackValidate : public ::testing::Test {
     tmp_ = new test::TempDir();
     auto r = repack_experts(kFixture, tmp_->str("pack"), RepackOptions{});
     ASSERT_EQ(r.status, kRepackOk) << all_findings(r.findings);
+    RepackOptions tree;
+    tree.tree_chunk = kTreeChunk;
+    r = repack_experts(kFixture, tmp_->str("tree-pack"), tree);
+    ASSERT_EQ(r.status, kRepackOk) << all_findings(r.findings);
   }
   static void TearDownTestSuite() { delete tmp_; }
   static std::string fresh() { return tmp_->str("pack"); }
-  // A writable copy of the pack.
-  std::string copy() {
+  // The fixture (7,895,936 B) in 8 tree chunks of 1 MiB.
+  static constexpr uint64_t kTreeChunk = uint64_t{1} << 20;
+  static std::string tree_pack() { return tmp_->str("tree-pack"); }
+  // A writable copy of the pack (default: the one with the 64 MiB tree).
+  std::string copy(const std::string& from = fresh()) {
     const std::string dir = scratch_.str("copy");
-    test::copy_tree(fresh(), dir);
+    test::copy_tree(from, dir);
     return dir;
   }
   static Findings validate(const std::string& dir, const std::string& reference = "", bool deep = false) {
@@ -55,6 +67,15 @@ class PackValidate : public ::testing::Test {
     auto at = text.find(from);
     ASSERT_NE(at, std::string::npos) << from;
     text.replace(at, from.size(), to);
+    test::write_text(dir + "/manifest.json", text);
+  }
+  // Removes $.source.sha256_tree: the manifest as repack wrote it before the tree.
+  void strip_tree(const std::string& dir) {
+    std::string text = manifest_text(dir);
+    const auto at = text.find(",\"sha256_tree\":{");
+    ASSERT_NE(at, std::string::npos);
+    const auto end = text.find('}', at);
+    text.erase(at, end + 1 - at);
     test::write_text(dir + "/manifest.json", text);
   }
   static test::TempDir* tmp_;
@@ -189,6 +210,149 @@ TEST_F(PackValidate, NonZeroPaddingIsAWarning) {
   auto f = validate(dir);
   EXPECT_TRUE(f.has_code("PACK_PADDING_NONZERO")) << all_findings(f);
   EXPECT_FALSE(f.has_errors()) << all_findings(f);
+}
+
+}  // namespace
+}  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+std::string one_shot_hex(const uint8_t* data, size_t n) {
+  Sha256Digest d{};
+  unsigned int len = 0;
+  EVP_Digest(data, n, d.data(), &len, EVP_sha256(), nullptr);
+  return sha256_hex(d);
+}
+
+// A clean repack records both identities; its tree's chunks are the fixture's 1 MiB
+// slices' SHA-256 (OpenSSL one-shot here) and the pack validates against the fixture.
+TEST_F(PackValidate, TreePackValidatesFromACleanRepack) {
+  JsonDoc doc;
+  std::string error;
+  ASSERT_TRUE(doc.parse(manifest_text(tree_pack()), error)) << error;
+  auto src = doc.root()["source"];
+  std::string_view sha, scheme;
+  ASSERT_FALSE(src["sha256"].get_string().get(sha));
+  auto bytes = test::read_file(kFixture);
+  EXPECT_EQ(sha, one_shot_hex(bytes.data(), bytes.size()));  // kept for sha256sum users
+  auto tree = src["sha256_tree"];
+  ASSERT_FALSE(tree["scheme"].get_string().get(scheme));
+  EXPECT_EQ(scheme, "ckptkit-sha256-tree/v1");
+  uint64_t chunk = 0;
+  ASSERT_FALSE(tree["chunk_size"].get_uint64().get(chunk));
+  EXPECT_EQ(chunk, kTreeChunk);
+  simdjson::dom::array chunks;
+  ASSERT_FALSE(tree["chunks"].get_array().get(chunks));
+  ASSERT_EQ(chunks.size(), 8u);
+  size_t i = 0;
+  for (auto c : chunks) {
+    std::string_view hex;
+    ASSERT_FALSE(c.get_string().get(hex));
+    const size_t at = i++ * kTreeChunk;
+    EXPECT_EQ(hex, one_shot_hex(bytes.data() + at, std::min<size_t>(kTreeChunk, bytes.size() - at))) << "chunk " << i - 1;
+  }
+  PackManifest m;
+  Findings parsed;
+  ASSERT_TRUE(read_pack_manifest(tree_pack(), m, parsed)) << all_findings(parsed);
+  ASSERT_TRUE(m.source_tree.has_value());
+  auto f = validate(tree_pack(), kFixture, true);
+  EXPECT_EQ(f.items().size(), 0u) << all_findings(f);
+  // The default pack's tree has one 64 MiB chunk.
+  Findings parsed_default;
+  PackManifest md;
+  ASSERT_TRUE(read_pack_manifest(fresh(), md, parsed_default)) << all_findings(parsed_default);
+  ASSERT_TRUE(md.source_tree.has_value());
+  EXPECT_EQ(md.source_tree->chunk_size, kSha256TreeDefaultChunk);
+  EXPECT_EQ(md.source_tree->chunks.size(), 1u);
+}
+
+// A one-byte change anywhere in the reference: PACK_SOURCE_SHA256 naming that chunk and
+// its byte range, at the chunk's first byte; nothing compared after it.
+TEST_F(PackValidate, ChangedReferenceByteIsNamedByChunk) {
+  test::TempDir other;
+  const auto bytes = test::read_file(kFixture);
+  const uint64_t n = (bytes.size() + kTreeChunk - 1) / kTreeChunk;
+  for (uint64_t c = 0; c < n; ++c) {
+    auto changed = bytes;
+    const uint64_t at = std::min<uint64_t>(bytes.size() - 1, c * kTreeChunk + (c * 130003) % kTreeChunk);
+    changed[at] ^= 0x01;
+    test::write_file(other.str("ref.gguf"), changed);
+    auto f = validate(tree_pack(), other.str("ref.gguf"));
+    ASSERT_EQ(f.count_code("PACK_SOURCE_SHA256"), 1u) << c << "\n" << all_findings(f);
+    EXPECT_FALSE(f.has_code("PACK_SOURCE_MISMATCH")) << c;  // not the source: its parts are not compared
+    for (const auto& x : f.items()) {
+      if (x.code != "PACK_SOURCE_SHA256") continue;
+      const uint64_t begin = c * kTreeChunk, end = std::min<uint64_t>(bytes.size(), begin + kTreeChunk);
+      EXPECT_EQ(x.offset, begin) << x.message;
+      const std::string range = "reference bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ") (chunk " +
+                                std::to_string(c) + " of " + std::to_string(n) + ", chunk size 1048576)";
+      EXPECT_NE(x.message.find(range), std::string::npos) << x.message;
+      EXPECT_NE(x.message.find("1 of " + std::to_string(n) + " chunks differ"), std::string::npos) << x.message;
+    }
+  }
+}
+
+TEST_F(PackValidate, ReferenceOfAnotherSizeIsNotTheSource) {
+  test::TempDir other;
+  auto bytes = test::read_file(kFixture);
+  bytes.push_back(0);
+  test::write_file(other.str("longer.gguf"), bytes);
+  auto f = validate(tree_pack(), other.str("longer.gguf"));
+  ASSERT_TRUE(f.has_code("PACK_SOURCE_SHA256")) << all_findings(f);
+  EXPECT_NE(all_findings(f).find("reference is 7895937 bytes, the manifest's source has 7895936"), std::string::npos)
+      << all_findings(f);
+}
+
+// A manifest without the tree (as written before it) validates, the reference checked by
+// its SHA-256 in one stream; a changed reference is the whole-file message of before.
+TEST_F(PackValidate, OldManifestWithoutTreeUsesTheSha256) {
+  const std::string dir = copy(tree_pack());
+  strip_tree(dir);
+  PackManifest m;
+  Findings parsed;
+  ASSERT_TRUE(read_pack_manifest(dir, m, parsed)) << all_findings(parsed);
+  EXPECT_FALSE(m.source_tree.has_value());
+  auto f = validate(dir, kFixture, true);
+  EXPECT_EQ(f.items().size(), 0u) << all_findings(f);
+  test::TempDir other;
+  auto bytes = test::read_file(kFixture);
+  bytes[3 * kTreeChunk + 5] ^= 0x01;
+  test::write_file(other.str("ref.gguf"), bytes);
+  auto bad = validate(dir, other.str("ref.gguf"));
+  ASSERT_EQ(bad.count_code("PACK_SOURCE_SHA256"), 1u) << all_findings(bad);
+  EXPECT_NE(all_findings(bad).find("reference SHA-256 is "), std::string::npos) << all_findings(bad);
+}
+
+// Bad tree members in a pack's manifest: PACK_MANIFEST_FIELD naming the member, nothing
+// else checked (as for every other member).
+TEST_F(PackValidate, BadTreeMembersAreRefused) {
+  const ManifestCase cases[] = {
+      {"chunk size 0", "\"chunk_size\":1048576", "\"chunk_size\":0", "$.source.sha256_tree.chunk_size is 0"},
+      {"chunk size absurd", "\"chunk_size\":1048576", "\"chunk_size\":72057594037927936", "$.source.sha256_tree.chunk_size"},
+      {"chunk count vs source size", "\"chunk_size\":1048576", "\"chunk_size\":2097152",
+       "$.source.sha256_tree.chunks has 8 digests, but 7895936 source bytes in chunks of 2097152 make 4"},
+      {"malformed root", "\"root\":\"", "\"root\":\"x", "$.source.sha256_tree.root is not 64 lowercase hex digits"},
+      {"malformed chunk", "\"chunks\":[\"", "\"chunks\":[\"X", "$.source.sha256_tree.chunks[0] is not 64 lowercase hex digits"},
+      {"other scheme", "ckptkit-sha256-tree/v1", "ckptkit-sha256-tree/v0", "$.source.sha256_tree.scheme is 'ckptkit-sha256-tree/v0'"},
+  };
+  for (const auto& c : cases) {
+    const std::string dir = copy(tree_pack());
+    edit_manifest(dir, c.from, c.to);
+    auto f = validate(dir, kFixture, true);
+    ASSERT_TRUE(f.has_code("PACK_MANIFEST_FIELD")) << c.what << "\n" << all_findings(f);
+    EXPECT_NE(all_findings(f).find(c.code), std::string::npos) << c.what << "\n" << all_findings(f);
+    fs::remove_all(dir);
+  }
+  // A tree whose chunk list does not hash to its root (one digest swapped for another).
+  const std::string dir = copy(tree_pack());
+  PackManifest m;
+  Findings parsed;
+  ASSERT_TRUE(read_pack_manifest(dir, m, parsed));
+  edit_manifest(dir, "\"" + sha256_hex(m.source_tree->chunks[0]) + "\"", "\"" + sha256_hex(m.source_tree->chunks[1]) + "\"");
+  auto f = validate(dir, kFixture);
+  EXPECT_NE(all_findings(f).find("$.source.sha256_tree.root is not the root of the listed chunks"), std::string::npos)
+      << all_findings(f);
 }
 
 }  // namespace
