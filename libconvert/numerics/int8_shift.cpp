@@ -203,15 +203,10 @@ uint8_t max_scale(std::span<const uint8_t> scales, bool avx2) {
 // Writes row `row`'s 16-byte chunk of every 32-block's tile.
 // `bmax` is the row's largest scale.
 void remap_row_codes(std::span<const uint8_t> weight_row, std::span<const uint8_t> scale_row, uint8_t bmax,
-                     uint64_t row, const RemapParams& p, bool avx2, uint8_t* out) {
+                     uint64_t row, const RemapParams& p, uint8_t* out) {
   const uint64_t tile_stride = row_groups(p) * kTileBytes;
   uint8_t* dst = out + (row / kRowsPerGroup) * kTileBytes + (row % kRowsPerGroup) * kBlockBytes;
   const uint8_t* src = weight_row.data();
-  if (avx2) {
-    int8_shift_avx2::remap_row(src, scale_row.data(), scale_row.size(), bmax,
-                               tables().nibbles[static_cast<int>(p.rounding)][p.headroom], kDeltaCap, dst, tile_stride);
-    return;
-  }
   const auto& byte_tables = tables().bytes[static_cast<int>(p.rounding)][p.headroom];
   for (uint64_t kb = 0; kb < scale_row.size(); ++kb, dst += tile_stride, src += kBlockBytes) {
     const auto& lut = byte_tables[std::min<uint64_t>(bmax - scale_row[kb], kDeltaCap)];
@@ -328,6 +323,34 @@ void add_row_stats(std::span<const uint8_t> weight_row, std::span<const uint8_t>
     add_folded_counts(folded[delta], t.unit[bmax - delta], outcomes[delta], s);
 }
 
+// The AVX2 codes: the stats row by row (the scalar order of every sum), then the codes group
+// by group, each tile written whole (its 8 rows' chunks, 128 bytes) before the next. Row by
+// row, the 16-byte stores of one row go to k/32 tiles G·128 bytes apart, which fall into the
+// same cache sets when G·128 is a multiple of 4 KiB: the 8 rows of a group then evict each
+// other's partly written lines.
+void remap_codes_avx2(const std::vector<RemapPart>& parts, const RemapParams& p, uint8_t* out, RemapStats* stats) {
+  const uint64_t kb_count = blocks_per_row(p), tile_stride = row_groups(p) * kTileBytes;
+  std::vector<const uint8_t*> weight_rows, scale_rows;
+  std::vector<uint8_t> row_max;
+  weight_rows.reserve(p.rows);
+  scale_rows.reserve(p.rows);
+  row_max.reserve(p.rows);
+  std::vector<uint32_t> nz_sq(stats ? kb_count : 0);
+  for_each_row(parts, p, true, [&](uint64_t, std::span<const uint8_t> w, std::span<const uint8_t> s) {
+    const auto [bmin, bmax] = stats ? minmax_scale(s, true) : std::pair<uint8_t, uint8_t>{0, max_scale(s, true)};
+    weight_rows.push_back(w.data());
+    scale_rows.push_back(s.data());
+    row_max.push_back(bmax);
+    if (stats) add_row_stats(w, s, bmin, bmax, p, true, nz_sq, *stats);
+  });
+  const auto& nibbles = tables().nibbles[static_cast<int>(p.rounding)][p.headroom];
+  for (uint64_t g = 0; g < row_groups(p); ++g) {
+    const uint64_t r0 = g * kRowsPerGroup, n = std::min(kRowsPerGroup, p.rows - r0);
+    int8_shift_avx2::remap_group(weight_rows.data() + r0, scale_rows.data() + r0, row_max.data() + r0, n, kb_count,
+                                 nibbles, kDeltaCap, out + g * kTileBytes, tile_stride);
+  }
+}
+
 // ---- shift2 / channel_scale ------------------------------------------------------------------
 
 // shift2 byte kb/4 of one row: four 2-bit fields, fields past the last block zero.
@@ -426,12 +449,16 @@ std::optional<RemapFault> remap_expert_mxfp4_isa(DequantIsa isa, const std::vect
   const bool avx2 = use_avx2(isa);
   zero_padding_rows(p, out);
   RemapStats local;
-  std::vector<uint32_t> nz_sq(stats && avx2 ? blocks_per_row(p) : 0);
-  for_each_row(parts, p, true, [&](uint64_t row, std::span<const uint8_t> w, std::span<const uint8_t> s) {
-    const auto [bmin, bmax] = stats ? minmax_scale(s, avx2) : std::pair<uint8_t, uint8_t>{0, max_scale(s, avx2)};
-    remap_row_codes(w, s, bmax, row, p, avx2, out.data());
-    if (stats) add_row_stats(w, s, bmin, bmax, p, avx2, nz_sq, local);
-  });
+  if (avx2) {
+    remap_codes_avx2(parts, p, out.data(), stats ? &local : nullptr);
+  } else {
+    std::vector<uint32_t> unused;
+    for_each_row(parts, p, true, [&](uint64_t row, std::span<const uint8_t> w, std::span<const uint8_t> s) {
+      const auto [bmin, bmax] = stats ? minmax_scale(s, false) : std::pair<uint8_t, uint8_t>{0, max_scale(s, false)};
+      remap_row_codes(w, s, bmax, row, p, out.data());
+      if (stats) add_row_stats(w, s, bmin, bmax, p, false, unused, local);
+    });
+  }
   if (stats) stats->merge(local);
   return std::nullopt;
 }

@@ -38,7 +38,7 @@ CKPT_AVX2 inline uint8_t hmin_u8(__m128i v) {
 
 CKPT_AVX2 inline __m128i tile_order() { return load16(kTileSourceByte.data()); }
 
-// The 16 source bytes of block kb with each nibble through the block's table.
+// The nibble table of block kb of a row (its delta below the row's maximum, capped).
 CKPT_AVX2 inline __m128i block_table(const uint8_t (*nibbles)[16], const uint8_t* scales, uint64_t kb, uint8_t bmax,
                                      uint64_t delta_cap) {
   return load16(nibbles[std::min<uint64_t>(bmax - scales[kb], delta_cap)]);
@@ -95,30 +95,33 @@ CKPT_AVX2 void minmax_byte(const uint8_t* p, uint64_t n, uint8_t* lo, uint8_t* h
   *hi = mx;
 }
 
-CKPT_AVX2 void remap_row(const uint8_t* src, const uint8_t* scales, uint64_t blocks, uint8_t bmax,
-                         const uint8_t (*nibbles)[16], uint64_t delta_cap, uint8_t* dst, uint64_t tile_stride) {
+CKPT_AVX2 void remap_group(const uint8_t* const* src_rows, const uint8_t* const* scale_rows, const uint8_t* row_max,
+                           uint64_t rows, uint64_t blocks, const uint8_t (*nibbles)[16], uint64_t delta_cap,
+                           uint8_t* tile, uint64_t tile_stride) {
   const __m256i order = _mm256_broadcastsi128_si256(tile_order());
   const __m256i low4 = _mm256_set1_epi8(0x0F);
-  uint64_t kb = 0;
-  // Two blocks a step, one in each 128-bit lane (vpshufb looks up within its lane): the
-  // source bytes in tile order, each nibble through its block's table, nibbles re-paired.
-  // The tables hold values < 16, so the 16-bit shift moves no bit across a byte.
-  for (; kb + 2 <= blocks; kb += 2) {
-    const __m256i lut = _mm256_inserti128_si256(_mm256_castsi128_si256(block_table(nibbles, scales, kb, bmax, delta_cap)),
-                                                  block_table(nibbles, scales, kb + 1, bmax, delta_cap), 1);
-    const __m256i v = _mm256_shuffle_epi8(load32(src + 16 * kb), order);
-    const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low4));
-    const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
-    const __m256i out = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + kb * tile_stride), _mm256_castsi256_si128(out));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (kb + 1) * tile_stride), _mm256_extracti128_si256(out, 1));
-  }
-  if (kb < blocks) {
-    const __m128i lut = block_table(nibbles, scales, kb, bmax, delta_cap), m4 = _mm_set1_epi8(0x0F);
-    const __m128i v = _mm_shuffle_epi8(load16(src + 16 * kb), tile_order());
-    const __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(v, m4));
-    const __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), m4));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + kb * tile_stride), _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
+  const __m128i order1 = tile_order(), low4_1 = _mm_set1_epi8(0x0F);
+  for (uint64_t kb = 0; kb < blocks; ++kb, tile += tile_stride) {
+    uint64_t r = 0;
+    // Two rows a step, one in each 128-bit lane: their 32 bytes of the tile, adjacent.
+    for (; r + 2 <= rows; r += 2) {
+      const __m256i lut =
+          _mm256_inserti128_si256(_mm256_castsi128_si256(block_table(nibbles, scale_rows[r], kb, row_max[r], delta_cap)),
+                                  block_table(nibbles, scale_rows[r + 1], kb, row_max[r + 1], delta_cap), 1);
+      const __m256i src = _mm256_inserti128_si256(_mm256_castsi128_si256(load16(src_rows[r] + 16 * kb)),
+                                                  load16(src_rows[r + 1] + 16 * kb), 1);
+      const __m256i v = _mm256_shuffle_epi8(src, order);
+      const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low4));
+      const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + 16 * r), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+    }
+    if (r < rows) {
+      const __m128i lut = block_table(nibbles, scale_rows[r], kb, row_max[r], delta_cap);
+      const __m128i v = _mm_shuffle_epi8(load16(src_rows[r] + 16 * kb), order1);
+      const __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(v, low4_1));
+      const __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4_1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(tile + 16 * r), _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
+    }
   }
 }
 
@@ -178,7 +181,8 @@ CKPT_AVX2 void shift2_row(const uint8_t* scales, uint64_t blocks, uint8_t bmax, 
 namespace ckpt::int8_shift_avx2 {
 uint8_t max_byte(const uint8_t* p, uint64_t) { return p[0]; }
 void minmax_byte(const uint8_t*, uint64_t, uint8_t*, uint8_t*) {}
-void remap_row(const uint8_t*, const uint8_t*, uint64_t, uint8_t, const uint8_t (*)[16], uint64_t, uint8_t*, uint64_t) {}
+void remap_group(const uint8_t* const*, const uint8_t* const*, const uint8_t*, uint64_t, uint64_t, const uint8_t (*)[16],
+                 uint64_t, uint8_t*, uint64_t) {}
 void block_nz_sq(const uint8_t*, uint64_t, const uint8_t*, const uint8_t*, uint32_t*) {}
 void shift2_row(const uint8_t*, uint64_t, uint8_t, const uint8_t*, uint8_t*) {}
 }  // namespace ckpt::int8_shift_avx2

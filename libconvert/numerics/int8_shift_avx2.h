@@ -18,12 +18,14 @@ uint8_t max_byte(const uint8_t* p, uint64_t n);
 // The smallest and largest of n >= 1 bytes.
 void minmax_byte(const uint8_t* p, uint64_t n, uint8_t* lo, uint8_t* hi);
 
-// One row's codes into its 16-byte chunk of every 32-block's tile: block kb's 16 source
-// bytes src[16·kb ..], taken in kTileSourceByte order, each nibble c replaced by
-// nibbles[min(bmax − scales[kb], delta_cap)][c], stored at dst + kb·tile_stride.
-// Precondition: every scales[kb] <= bmax, every table entry < 16.
-void remap_row(const uint8_t* src, const uint8_t* scales, uint64_t blocks, uint8_t bmax,
-               const uint8_t (*nibbles)[16], uint64_t delta_cap, uint8_t* dst, uint64_t tile_stride);
+// The codes of the rows of one group of 8 (rows <= 8 of them: row r's packed E2M1 bytes at
+// src_rows[r], its scales at scale_rows[r], its largest scale row_max[r]), tile by tile: block
+// kb's 16 source bytes of row r, taken in kTileSourceByte order, each nibble c replaced by
+// nibbles[min(row_max[r] − scale_rows[r][kb], delta_cap)][c], stored at tile + kb·tile_stride
+// + 16·r. Precondition: every scale <= its row_max, every table entry < 16.
+void remap_group(const uint8_t* const* src_rows, const uint8_t* const* scale_rows, const uint8_t* row_max,
+                 uint64_t rows, uint64_t blocks, const uint8_t (*nibbles)[16], uint64_t delta_cap, uint8_t* tile,
+                 uint64_t tile_stride);
 
 // Per block kb of a row: nz_sq[kb] = (Σ nonzero[c]) << 16 | Σ square[c] over its 32 codes c
 // (nonzero[c] in {0, 1}, square[c] <= 255): int8_shift.cpp's byte_nz_sq summed over a block.
