@@ -12,8 +12,14 @@
 #include <tbb/parallel_reduce.h>
 
 #include "decode.h"
+#include "numerics/ggml_dequant.h"
 #include "numerics/ggml_tables.h"
 #include "verify/backend.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define CKPT_AVX2 __attribute__((target("avx2")))
+#endif
 
 namespace ckpt {
 namespace {
@@ -49,6 +55,42 @@ inline Int8x8 decode_word_fast(const NibbleTable& table, uint32_t word, unsigned
   return Int8x8{t[word & 0xFF] | (uint32_t{t[(word >> 8) & 0xFF]} << 16),
                 t[(word >> 16) & 0xFF] | (uint32_t{t[word >> 24]} << 16)};
 }
+
+// The same per nibble, for vpshufb: nib[shift][c] is decode_nibbles4's byte for nibble c
+// (byte 0 of the table entry of byte c). `ok` when every two-nibble entry is the pair of its
+// nibbles' bytes (each output byte its own nibble's, whatever its place: the AVX2 decode's
+// premise, checked here on the kernel function's own table; else the word loop runs).
+struct NibbleBytes {
+  alignas(16) uint8_t nib[4][16];
+  bool ok = true;
+  explicit NibbleBytes(const NibbleTable& t) {
+    for (unsigned shift = 0; shift < 4; ++shift) {
+      for (unsigned c = 0; c < 16; ++c) nib[shift][c] = static_cast<uint8_t>(t.t[shift][c] & 0xFF);
+      for (unsigned b = 0; b < 256; ++b)
+        ok = ok && t.t[shift][b] == (nib[shift][b & 15] | nib[shift][b >> 4] << 8);
+    }
+  }
+};
+const NibbleBytes& nibble_bytes() {
+  static const NibbleBytes bytes(nibble_table());
+  return bytes;
+}
+
+#if defined(__x86_64__)
+// One row's 32 elements of one tile (its four words, 16 bytes at `chunk`), as the word loop
+// writes them: word tid's nibbles 0..3 are elements 4·tid .. 4·tid+3, nibbles 4..7 elements
+// 16 + 4·tid ..; so elements 2m, 2m+1 (low, high nibble) of the first half are byte
+// {0, 1, 4, 5, 8, 9, 12, 13}[m] of the chunk, of the second half byte {2, 3, 6, 7, ...}[m].
+CKPT_AVX2 inline void decode_chunk_avx2(const uint8_t* chunk, const uint8_t* nib, int8_t* row) {
+  const __m128i order = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m128i low4 = _mm_set1_epi8(0x0F), lut = _mm_load_si128(reinterpret_cast<const __m128i*>(nib));
+  const __m128i v = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk)), order);
+  const __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(v, low4));
+  const __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(row), _mm_unpacklo_epi8(lo, hi));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(row + 16), _mm_unpackhi_epi8(lo, hi));
+}
+#endif
 
 // kern::mxfp4_to_f32 by table: its value for every (scale byte, code), taken from the
 // kernel function itself (the same bits, 4096 calls once).
@@ -159,6 +201,11 @@ class EmulatedBackend final : public DecodeBackend {
       return fail(error, "decode_int8_shift: bad arguments");
     const uint64_t groups = (p.rows + 7) / 8, blocks = p.k / 32;
     const NibbleTable& table = nibble_table();
+    // The word loop below, or (the process's ISA choice, ggml_dequant_isa(): CKPT_DEQUANT_ISA=scalar
+    // keeps the word loop) its four words of a row at once by vpshufb, the same bytes
+    // (Kernels/Backend.EmulatedInt8ShiftDecodeIsTheSameOnBothIsas).
+    const NibbleBytes& nb = nibble_bytes();
+    const bool avx2 = nb.ok && ggml_dequant_isa() == DequantIsa::avx2;
     // A tile's 32 words: one GPU thread each. Any order gives these bytes; this one keeps the
     // host's caches streaming: units are strips of kStrip tiles (32-blocks kb0..kb0+kStrip of
     // one row group), the row groups of a strip one after the other, so the reads are kStrip
@@ -172,6 +219,12 @@ class EmulatedBackend final : public DecodeBackend {
         for (uint64_t n = ng * 8; n < std::min(p.rows, ng * 8 + 8); ++n) {  // lanes 4(n % 8) .. +3: row n
           const unsigned shift = int8_shift_of(shift2.data(), groups, n, kb);
           int8_t* row = q.data() + n * p.k + kb * 32;
+#if defined(__x86_64__)
+          if (avx2) {
+            decode_chunk_avx2(tiles.data() + 4 * (tile * 32 + (n % 8) * 4), nb.nib[shift & 3], row);
+            continue;
+          }
+#endif
           for (uint64_t tid = 0; tid < 4; ++tid) {
             const uint64_t w = tile * 32 + (n % 8) * 4 + tid;
             const Int8x8 v = decode_word_fast(table, ld32(tiles.data() + 4 * w), shift);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/checked_math.h"
+#include "numerics/int8_shift_avx2.h"
 
 namespace ckpt {
 namespace {
@@ -43,6 +44,12 @@ struct Tables {
   std::array<uint32_t, 256> byte_nz_sq;
   // Per scale byte b: the block unit 2^(b−128) (w = lut_x2[c]·unit) and its square.
   std::array<double, 256> unit, unit_sq;
+  // The same values as vpshufb tables for the AVX2 loops (int8_shift_avx2.h): the output
+  // nibble of each code, [rounding][headroom][min(delta, kDeltaCap)][code]; the shift2 field
+  // of each delta, [headroom][min(delta, 15)]; per code, lut_x2 != 0 and lut_x2².
+  alignas(16) uint8_t nibbles[kRoundings][kMaxHeadroom + 1][kDeltaCap + 1][16];
+  alignas(16) uint8_t shift_of[kMaxHeadroom + 1][16];
+  alignas(16) uint8_t code_nonzero[16], code_square[16];
 };
 
 CodeOutcome code_outcome(uint8_t code, uint64_t delta, unsigned headroom, RemapRounding r) {
@@ -70,8 +77,16 @@ Tables build_tables() {
         for (int c = 0; c < 16; ++c) t.codes[r][h][d][c] = code_outcome(uint8_t(c), d, h, rounding);
         for (int b = 0; b < 256; ++b)
           t.bytes[r][h][d][b] = uint8_t(t.codes[r][h][d][b & 15].nibble | t.codes[r][h][d][b >> 4].nibble << 4);
+        for (int c = 0; c < 16; ++c) t.nibbles[r][h][d][c] = t.codes[r][h][d][c].nibble;
       }
     }
+  }
+  for (unsigned h = 0; h <= kMaxHeadroom; ++h)
+    for (uint64_t d = 0; d < 16; ++d) t.shift_of[h][d] = uint8_t(remap_shift2_for(h, d));
+  for (int c = 0; c < 16; ++c) {
+    const int q = magnitude_x2(uint8_t(c));
+    t.code_nonzero[c] = q != 0;
+    t.code_square[c] = uint8_t(q * q);
   }
   for (int b = 0; b < 256; ++b) {
     const int lo = magnitude_x2(uint8_t(b & 15)), hi = magnitude_x2(uint8_t(b >> 4));
@@ -175,18 +190,24 @@ void for_each_row(const std::vector<RemapPart>& parts, const RemapParams& p, boo
   }
 }
 
-uint8_t max_scale(std::span<const uint8_t> scales) { return *std::max_element(scales.begin(), scales.end()); }
+// Whether the AVX2 loops run for `isa` (only where the CPU has them).
+bool use_avx2(DequantIsa isa) { return isa == DequantIsa::avx2 && ggml_dequant_best_isa() == DequantIsa::avx2; }
+
+uint8_t max_scale(std::span<const uint8_t> scales, bool avx2) {
+  if (avx2) return int8_shift_avx2::max_byte(scales.data(), scales.size());
+  return *std::max_element(scales.begin(), scales.end());
+}
 
 // ---- mxfp4 -----------------------------------------------------------------------------------
 
 // Writes row `row`'s 16-byte chunk of every 32-block's tile.
-void remap_row_codes(std::span<const uint8_t> weight_row, std::span<const uint8_t> scale_row, uint64_t row,
-                     const RemapParams& p, uint8_t* out) {
-  const auto& byte_tables = tables().bytes[static_cast<int>(p.rounding)][p.headroom];
-  const uint8_t bmax = max_scale(scale_row);
+// `bmax` is the row's largest scale.
+void remap_row_codes(std::span<const uint8_t> weight_row, std::span<const uint8_t> scale_row, uint8_t bmax,
+                     uint64_t row, const RemapParams& p, uint8_t* out) {
   const uint64_t tile_stride = row_groups(p) * kTileBytes;
   uint8_t* dst = out + (row / kRowsPerGroup) * kTileBytes + (row % kRowsPerGroup) * kBlockBytes;
   const uint8_t* src = weight_row.data();
+  const auto& byte_tables = tables().bytes[static_cast<int>(p.rounding)][p.headroom];
   for (uint64_t kb = 0; kb < scale_row.size(); ++kb, dst += tile_stride, src += kBlockBytes) {
     const auto& lut = byte_tables[std::min<uint64_t>(bmax - scale_row[kb], kDeltaCap)];
     for (uint64_t i = 0; i < kBlockBytes; ++i) dst[i] = lut[src[kTileSourceByte[i]]];
@@ -204,17 +225,33 @@ void zero_padding_rows(const RemapParams& p, std::span<uint8_t> out) {
   }
 }
 
-void add_row_span(std::span<const uint8_t> scale_row, RemapStats& s) {
-  const auto [lo, hi] = std::minmax_element(scale_row.begin(), scale_row.end());
-  const int span = *hi - *lo;
+// A row's smallest and largest scale.
+std::pair<uint8_t, uint8_t> minmax_scale(std::span<const uint8_t> scales, bool avx2) {
+  if (avx2) {
+    uint8_t lo, hi;
+    int8_shift_avx2::minmax_byte(scales.data(), scales.size(), &lo, &hi);
+    return {lo, hi};
+  }
+  const auto [lo, hi] = std::minmax_element(scales.begin(), scales.end());
+  return {*lo, *hi};
+}
+
+void add_row_span(uint8_t lo, uint8_t hi, RemapStats& s) {
+  const int span = hi - lo;
   ++s.row_span_hist[std::min(span, 16)];
   s.row_span_max = std::max(s.row_span_max, span);
 }
 
-// A block with delta <= headroom is lossless: only the counts and Σw² change.
-void add_lossless_block(const uint8_t* src, uint8_t scale, const Tables& t, RemapStats& s) {
+// A block's nonzero-magnitude codes << 16 | Σ lut_x2² over its codes.
+uint32_t block_nz_sq(const uint8_t* src, const Tables& t) {
   uint32_t nz_sq = 0;
   for (uint64_t j = 0; j < kBlockBytes; ++j) nz_sq += t.byte_nz_sq[src[j]];
+  return nz_sq;
+}
+
+// A block with delta <= headroom is lossless: only the counts and Σw² change. `nz_sq` is
+// block_nz_sq of its codes.
+void add_lossless_block(uint32_t nz_sq, uint8_t scale, const Tables& t, RemapStats& s) {
   const uint64_t nonzero = nz_sq >> 16;
   s.nonzero += nonzero;
   s.exact_all += kBlock;
@@ -253,12 +290,13 @@ void add_folded_counts(const CodeCounts& count, double unit, const CodeOutcome (
   }
 }
 
-void add_row_stats(std::span<const uint8_t> weight_row, std::span<const uint8_t> scale_row, const RemapParams& p,
-                   RemapStats& s) {
+// `nz_sq` is scratch of one uint32 a block, used by the AVX2 path.
+void add_row_stats(std::span<const uint8_t> weight_row, std::span<const uint8_t> scale_row, uint8_t bmin, uint8_t bmax,
+                   const RemapParams& p, bool avx2, std::vector<uint32_t>& nz_sq, RemapStats& s) {
   const Tables& t = tables();
   const auto& outcomes = t.codes[static_cast<int>(p.rounding)][p.headroom];
-  const uint8_t bmax = max_scale(scale_row);
-  add_row_span(scale_row, s);
+  add_row_span(bmin, bmax, s);
+  if (avx2) int8_shift_avx2::block_nz_sq(weight_row.data(), scale_row.size(), t.code_nonzero, t.code_square, nz_sq.data());
   s.num_weights += p.k;
   s.blocks += scale_row.size();
   // Folded blocks of one delta share their unit within a row: count their codes together and
@@ -269,7 +307,7 @@ void add_row_stats(std::span<const uint8_t> weight_row, std::span<const uint8_t>
     const uint64_t delta = bmax - scale;
     const uint8_t* src = weight_row.data() + kb * kBlockBytes;
     if (delta <= p.headroom) {
-      add_lossless_block(src, scale, t, s);
+      add_lossless_block(avx2 ? nz_sq[kb] : block_nz_sq(src, t), scale, t, s);
       continue;
     }
     ++s.blocks_folded;
@@ -283,6 +321,34 @@ void add_row_stats(std::span<const uint8_t> weight_row, std::span<const uint8_t>
   }
   for (uint64_t delta = p.headroom + 1; delta < kDeltaCap && delta <= bmax; ++delta)
     add_folded_counts(folded[delta], t.unit[bmax - delta], outcomes[delta], s);
+}
+
+// The AVX2 codes: the stats row by row (the scalar order of every sum), then the codes group
+// by group, each tile written whole (its 8 rows' chunks, 128 bytes) before the next. Row by
+// row, the 16-byte stores of one row go to k/32 tiles G·128 bytes apart, which fall into the
+// same cache sets when G·128 is a multiple of 4 KiB: the 8 rows of a group then evict each
+// other's partly written lines.
+void remap_codes_avx2(const std::vector<RemapPart>& parts, const RemapParams& p, uint8_t* out, RemapStats* stats) {
+  const uint64_t kb_count = blocks_per_row(p), tile_stride = row_groups(p) * kTileBytes;
+  std::vector<const uint8_t*> weight_rows, scale_rows;
+  std::vector<uint8_t> row_max;
+  weight_rows.reserve(p.rows);
+  scale_rows.reserve(p.rows);
+  row_max.reserve(p.rows);
+  std::vector<uint32_t> nz_sq(stats ? kb_count : 0);
+  for_each_row(parts, p, true, [&](uint64_t, std::span<const uint8_t> w, std::span<const uint8_t> s) {
+    const auto [bmin, bmax] = stats ? minmax_scale(s, true) : std::pair<uint8_t, uint8_t>{0, max_scale(s, true)};
+    weight_rows.push_back(w.data());
+    scale_rows.push_back(s.data());
+    row_max.push_back(bmax);
+    if (stats) add_row_stats(w, s, bmin, bmax, p, true, nz_sq, *stats);
+  });
+  const auto& nibbles = tables().nibbles[static_cast<int>(p.rounding)][p.headroom];
+  for (uint64_t g = 0; g < row_groups(p); ++g) {
+    const uint64_t r0 = g * kRowsPerGroup, n = std::min(kRowsPerGroup, p.rows - r0);
+    int8_shift_avx2::remap_group(weight_rows.data() + r0, scale_rows.data() + r0, row_max.data() + r0, n, kb_count,
+                                 nibbles, kDeltaCap, out + g * kTileBytes, tile_stride);
+  }
 }
 
 // ---- shift2 / channel_scale ------------------------------------------------------------------
@@ -373,24 +439,55 @@ uint8_t remap_code_nibble(uint8_t code, uint64_t delta, unsigned headroom, Remap
 
 std::optional<RemapFault> remap_expert_mxfp4(const std::vector<RemapPart>& parts, const RemapParams& p,
                                              std::span<uint8_t> out, RemapStats* stats) {
+  return remap_expert_mxfp4_isa(ggml_dequant_isa(), parts, p, out, stats);
+}
+
+std::optional<RemapFault> remap_expert_mxfp4_isa(DequantIsa isa, const std::vector<RemapPart>& parts,
+                                                 const RemapParams& p, std::span<uint8_t> out, RemapStats* stats) {
   const uint64_t expected = params_ok(p) ? remap_mxfp4_bytes(p) : 0;
   if (auto f = check_inputs(parts, p, true, out.size(), expected)) return f;
+  const bool avx2 = use_avx2(isa);
   zero_padding_rows(p, out);
   RemapStats local;
-  for_each_row(parts, p, true, [&](uint64_t row, std::span<const uint8_t> w, std::span<const uint8_t> s) {
-    remap_row_codes(w, s, row, p, out.data());
-    if (stats) add_row_stats(w, s, p, local);
-  });
+  if (avx2) {
+    remap_codes_avx2(parts, p, out.data(), stats ? &local : nullptr);
+  } else {
+    std::vector<uint32_t> unused;
+    for_each_row(parts, p, true, [&](uint64_t row, std::span<const uint8_t> w, std::span<const uint8_t> s) {
+      const auto [bmin, bmax] = stats ? minmax_scale(s, false) : std::pair<uint8_t, uint8_t>{0, max_scale(s, false)};
+      remap_row_codes(w, s, bmax, row, p, out.data());
+      if (stats) add_row_stats(w, s, bmin, bmax, p, false, unused, local);
+    });
+  }
   if (stats) stats->merge(local);
   return std::nullopt;
 }
 
 std::optional<RemapFault> remap_expert_shift2(const std::vector<RemapPart>& parts, const RemapParams& p,
                                               std::span<uint8_t> out) {
+  return remap_expert_shift2_isa(ggml_dequant_isa(), parts, p, out);
+}
+
+std::optional<RemapFault> remap_expert_shift2_isa(DequantIsa isa, const std::vector<RemapPart>& parts,
+                                                  const RemapParams& p, std::span<uint8_t> out) {
   const uint64_t expected = params_ok(p) ? remap_shift2_bytes(p) : 0;
   if (auto f = check_inputs(parts, p, false, out.size(), expected)) return f;
+  const bool avx2 = use_avx2(isa);
   // Padding rows of the last group are never visited below.
   std::fill(out.begin(), out.end(), uint8_t{0});
+  const uint64_t kb_count = blocks_per_row(p), group_stride = row_groups(p) * kRowsPerGroup;
+  if (avx2) {
+    // Each row's shift bytes in a row-major scratch, then stored to (sb, n) at sb * G*8 + n.
+    const uint64_t sbytes = ceil_div(kb_count, kBlocksPerShiftByte);
+    std::vector<uint8_t> rows(p.rows * sbytes);
+    for_each_row(parts, p, false, [&](uint64_t row, std::span<const uint8_t>, std::span<const uint8_t> s) {
+      int8_shift_avx2::shift2_row(s.data(), kb_count, max_scale(s, true), tables().shift_of[p.headroom],
+                                  rows.data() + row * sbytes);
+    });
+    for (uint64_t sb = 0; sb < sbytes; ++sb)
+      for (uint64_t row = 0; row < p.rows; ++row) out[sb * group_stride + row] = rows[row * sbytes + sb];
+    return std::nullopt;
+  }
   // Byte (sb, n) sits at sb * G*8 + n: walking shift bytes outside and rows inside writes
   // the slab sequentially (row by row it would stride G*8 bytes per write).
   std::vector<const uint8_t*> scale_rows;
@@ -399,9 +496,8 @@ std::optional<RemapFault> remap_expert_shift2(const std::vector<RemapPart>& part
   row_max.reserve(p.rows);
   for_each_row(parts, p, false, [&](uint64_t, std::span<const uint8_t>, std::span<const uint8_t> s) {
     scale_rows.push_back(s.data());
-    row_max.push_back(max_scale(s));
+    row_max.push_back(max_scale(s, false));
   });
-  const uint64_t kb_count = blocks_per_row(p), group_stride = row_groups(p) * kRowsPerGroup;
   for (uint64_t kb = 0, base = 0; kb < kb_count; kb += kBlocksPerShiftByte, base += group_stride)
     for (uint64_t row = 0; row < scale_rows.size(); ++row)
       out[base + row] =
@@ -411,10 +507,16 @@ std::optional<RemapFault> remap_expert_shift2(const std::vector<RemapPart>& part
 
 std::optional<RemapFault> remap_expert_channel_scale(const std::vector<RemapPart>& parts, const RemapParams& p,
                                                      std::span<uint8_t> out) {
+  return remap_expert_channel_scale_isa(ggml_dequant_isa(), parts, p, out);
+}
+
+std::optional<RemapFault> remap_expert_channel_scale_isa(DequantIsa isa, const std::vector<RemapPart>& parts,
+                                                         const RemapParams& p, std::span<uint8_t> out) {
   const uint64_t expected = params_ok(p) ? remap_channel_scale_bytes(p) : 0;
   if (auto f = check_inputs(parts, p, false, out.size(), expected)) return f;
+  const bool avx2 = use_avx2(isa);
   for_each_row(parts, p, false, [&](uint64_t row, std::span<const uint8_t>, std::span<const uint8_t> s) {
-    store_f32_le(channel_scale_value(max_scale(s), p.headroom), out.data() + row * 4);
+    store_f32_le(channel_scale_value(max_scale(s, avx2), p.headroom), out.data() + row * 4);
   });
   return std::nullopt;
 }

@@ -14,6 +14,8 @@
 #include <span>
 #include <vector>
 
+#include "numerics/ggml_dequant.h"
+
 namespace ckpt {
 
 // How a folded target (block more than `headroom` exponents below its row's maximum) is
@@ -88,6 +90,18 @@ std::optional<RemapFault> remap_expert_shift2(const std::vector<RemapPart>& part
                                               std::span<uint8_t> out);
 std::optional<RemapFault> remap_expert_channel_scale(const std::vector<RemapPart>& parts,
                                                      const RemapParams& p, std::span<uint8_t> out);
+
+// The same on an explicit ISA (clamped to what the CPU runs); the functions above use the
+// process's one choice, ggml_dequant_isa() (AVX2 when the CPU has it, CKPT_DEQUANT_ISA=scalar
+// forces the scalar loops). Both ISAs give the same bytes, faults and stats
+// (tests/numerics/int8_shift_isa_test.cpp): the AVX2 loops (int8_shift_avx2.cpp) only look up
+// tables built here from remap_code_nibble / remap_shift2_for, the scalar loops' reference.
+std::optional<RemapFault> remap_expert_mxfp4_isa(DequantIsa isa, const std::vector<RemapPart>& parts,
+                                                 const RemapParams& p, std::span<uint8_t> out, RemapStats* stats);
+std::optional<RemapFault> remap_expert_shift2_isa(DequantIsa isa, const std::vector<RemapPart>& parts,
+                                                  const RemapParams& p, std::span<uint8_t> out);
+std::optional<RemapFault> remap_expert_channel_scale_isa(DequantIsa isa, const std::vector<RemapPart>& parts,
+                                                         const RemapParams& p, std::span<uint8_t> out);
 
 // ---- Building blocks, exposed for tests and for the runtime reference ---------------------
 

@@ -228,6 +228,37 @@ TEST_P(Backend, Int8ShiftDecodeEqualsTheCpuDecode) {
   }
 }
 
+// The emulation's INT8-shift decode has a word loop (the kernel's threads) and, under the
+// process's ISA choice, a vpshufb loop over the same nibble table: both give the same bytes,
+// for every byte value at every place of a row's chunk under every shift (tile byte i is
+// (i + i / 256) mod 256, every shift2 field value on every row), and on random slabs.
+TEST(EmulatedBackend, Int8ShiftDecodeIsTheSameOnBothIsas) {
+  if (ggml_dequant_best_isa() != DequantIsa::avx2) GTEST_SKIP() << "this CPU has no AVX2: only the word loop runs here";
+  auto emu = make_emulated_backend();
+  std::mt19937_64 rng(17);
+  std::vector<RandomSlabs> cases;
+  RandomSlabs every = random_slabs(rng, 67, 32 * 260);
+  for (size_t i = 0; i < every.tiles.size(); ++i) every.tiles[i] = static_cast<uint8_t>(i + i / 256);
+  for (size_t i = 0; i < every.shift2.size(); ++i) every.shift2[i] = static_cast<uint8_t>(0x1B * (i % 4 + 1) + i / 8);
+  cases.push_back(every);
+  for (auto [rows, k] : {std::pair<uint64_t, uint64_t>{1, 32}, {7, 96}, {9, 544}, {130, 1056}})
+    cases.push_back(random_slabs(rng, rows, k));
+  for (const RandomSlabs& s : cases) {
+    std::vector<int8_t> words(s.p.rows * s.p.k, 55), avx2(s.p.rows * s.p.k, 66);
+    std::string error;
+    const DequantIsa before = ggml_dequant_force_isa(DequantIsa::scalar);
+    const bool scalar_ok = emu->decode_int8_shift(s.tiles, s.shift2, s.p, words, error);
+    ggml_dequant_force_isa(DequantIsa::avx2);
+    const bool avx2_ok = emu->decode_int8_shift(s.tiles, s.shift2, s.p, avx2, error);
+    ggml_dequant_force_isa(before);
+    ASSERT_TRUE(scalar_ok && avx2_ok) << error;
+    EXPECT_EQ(words, avx2) << s.p.rows << "x" << s.p.k;
+    std::vector<int8_t> want(s.p.rows * s.p.k);
+    ASSERT_TRUE(decode_int8_shift_isa(DequantIsa::scalar, s.tiles, s.shift2, s.p, want));
+    EXPECT_EQ(avx2, want) << s.p.rows << "x" << s.p.k;
+  }
+}
+
 TEST_P(Backend, ActivationQuantizationEqualsTheCpuReference) {
   const uint64_t m = 6, k = 300;
   std::vector<float> x(m * k);
