@@ -4,17 +4,26 @@
 // are random with realistic scale fields (normal f16 scales of 2^-10..2^-5, E8M0 bytes
 // 118..133, normal F16/BF16/F32 elements), so no NaN/denormal path is timed.
 //
+// A second table times the CPU side of `ckpt-gpu verify`'s digest on the dispatched ISA, in
+// steps of at most 4M elements as verify makes them: (a) dequantize only, into a 64K-element
+// piece (the decode alone, its output in cache); (b) dequantize into the piece and digest it,
+// as GgufVerifier::cpu_digest did before the fused path; (c) ggml_dequant_digest, fused;
+// and (c)/(b).
+//
 // Usage: ckpt_bench_dequant [MB_PER_TYPE] [REPEATS] [TYPE...]   (defaults 8, 5, all)
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/ggml_types.h"
+#include "numerics/f32_digest.h"
 #include "numerics/ggml_dequant.h"
 
 namespace {
@@ -74,6 +83,56 @@ double best_seconds(DequantIsa isa, int32_t type, const std::vector<uint8_t>& in
   return best;
 }
 
+[[noreturn]] void fail(const std::string& error) {
+  std::fprintf(stderr, "%s\n", error.c_str());
+  std::exit(1);
+}
+
+// The digest benchmark's three ways over `in`, in verify's steps (whole blocks, <= 4M elements).
+enum class DigestWay { dequant_only, dequant_then_digest, fused };
+
+F32Digest digest_all(DigestWay way, int32_t type, const std::vector<uint8_t>& in, std::vector<float>& piece,
+                     const DigestWeights& w) {
+  const GgmlTypeInfo* info = ggml_type_info(type);
+  const size_t step = (uint64_t{1} << 22) / info->block_size * info->type_size;
+  const size_t piece_bytes = piece.size() / info->block_size * info->type_size;
+  const std::span<const uint8_t> all(in);
+  F32Digest total;
+  std::string error;
+  for (size_t off = 0; off < in.size(); off += step) {
+    const auto s = all.subspan(off, std::min(step, in.size() - off));
+    F32Digest d;
+    if (way == DigestWay::fused) {
+      if (!ggml_dequant_digest(type, s, 0, w, d, error)) fail(error);
+    } else {
+      for (size_t p = 0, index = 0; p < s.size(); p += piece_bytes) {
+        const size_t nb = std::min(piece_bytes, s.size() - p), elems = nb / info->type_size * info->block_size;
+        const std::span<float> y(piece.data(), elems);
+        if (!ggml_dequantize(type, s.subspan(p, nb), y, error)) fail(error);
+        if (way == DigestWay::dequant_then_digest) d += f32_digest(y, index, w);
+        else d.a += std::bit_cast<uint32_t>(y[0]);  // keeps the decode from being dropped
+        index += elems;
+      }
+    }
+    total += d;
+  }
+  return total;
+}
+
+double best_digest_seconds(DigestWay way, int32_t type, const std::vector<uint8_t>& in, std::vector<float>& piece,
+                           const DigestWeights& w, int repeats, F32Digest& result) {
+  result = digest_all(way, type, in, piece, w);  // warm-up
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const F32Digest d = digest_all(way, type, in, piece, w);
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    best = std::min(best, dt.count());
+    if (!(d == result)) fail("the digest changed between runs");
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,6 +152,26 @@ int main(int argc, char** argv) {
     const double tf = best_seconds(ggml_dequant_best_isa(), t.type, in, out, repeats);
     const double in_mb = static_cast<double>(in.size()) / 1e6;
     std::printf("%-8s %8.2f %13.0f %15.0f %7.1fx\n", info->name, in_mb, in_mb / ts, in_mb / tf, ts / tf);
+  }
+  std::printf("\n== verify's CPU digest (%s), MB/s of input: (a) dequantize only, into a 64K piece; (b) "
+              "dequantize + digest per piece (before); (c) fused ggml_dequant_digest\n",
+              ggml_dequant_isa() == DequantIsa::avx2 ? "avx2" : "scalar");
+  std::printf("%-8s %8s %10s %10s %10s %8s\n", "type", "MB in", "(a)", "(b)", "(c)", "(c)/(b)");
+  const DigestWeights w(digest_fresh_key());
+  std::vector<float> piece(65536);
+  rng.seed(1);  // the same inputs as above
+  for (const BenchType& t : kTypes) {
+    const GgmlTypeInfo* info = ggml_type_info(t.type);
+    if (!only.empty() && std::find(only.begin(), only.end(), info->name) == only.end()) continue;
+    const std::vector<uint8_t> in = make_input(t, static_cast<size_t>(mb * 1e6), rng);
+    F32Digest da, db, dc;
+    const double ta = best_digest_seconds(DigestWay::dequant_only, t.type, in, piece, w, repeats, da);
+    const double tb = best_digest_seconds(DigestWay::dequant_then_digest, t.type, in, piece, w, repeats, db);
+    const double tc = best_digest_seconds(DigestWay::fused, t.type, in, piece, w, repeats, dc);
+    if (!(db == dc)) fail(std::string(info->name) + ": the fused digest differs from dequantize + digest");
+    const double in_mb = static_cast<double>(in.size()) / 1e6;
+    std::printf("%-8s %8.2f %10.0f %10.0f %10.0f %7.2fx\n", info->name, in_mb, in_mb / ta, in_mb / tb, in_mb / tc,
+                tb / tc);
   }
   return 0;
 }
