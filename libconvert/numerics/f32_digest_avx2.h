@@ -14,32 +14,31 @@
 
 namespace ckpt::digest_avx2 {
 
-// The running inner sums of one span: four vector sums and the scalar terms (tails).
+// The running inner sums of one span: four 64-bit lanes each, the even and the odd elements'
+// products added into the same lanes. Two vectors only, so that a Sums local to a loop is
+// kept in registers by the compilers (gcc leaves a larger aggregate in memory).
 struct Sums {
-  __m256i a_even, a_odd, b_even, b_odd;
-  uint64_t a = 0, b = 0;
+  __m256i a, b;
 };
 
-__attribute__((target("avx2"))) inline void clear(Sums& s) {
-  s.a_even = s.a_odd = s.b_even = s.b_odd = _mm256_setzero_si256();
-  s.a = s.b = 0;
-}
+__attribute__((target("avx2"))) inline void clear(Sums& s) { s.a = s.b = _mm256_setzero_si256(); }
 
 // Elements with bits v (8 lanes) and inner weights wa[0..7], wb[0..7].
 __attribute__((target("avx2"))) inline void add8(Sums& s, __m256i v, const uint32_t* wa, const uint32_t* wb) {
   const __m256i ia = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wa));
   const __m256i ib = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb));
   const __m256i v_odd = _mm256_srli_epi64(v, 32);
-  s.a_even = _mm256_add_epi64(s.a_even, _mm256_mul_epu32(v, ia));
-  s.a_odd = _mm256_add_epi64(s.a_odd, _mm256_mul_epu32(v_odd, _mm256_srli_epi64(ia, 32)));
-  s.b_even = _mm256_add_epi64(s.b_even, _mm256_mul_epu32(v, ib));
-  s.b_odd = _mm256_add_epi64(s.b_odd, _mm256_mul_epu32(v_odd, _mm256_srli_epi64(ib, 32)));
+  s.a = _mm256_add_epi64(_mm256_add_epi64(s.a, _mm256_mul_epu32(v, ia)),
+                         _mm256_mul_epu32(v_odd, _mm256_srli_epi64(ia, 32)));
+  s.b = _mm256_add_epi64(_mm256_add_epi64(s.b, _mm256_mul_epu32(v, ib)),
+                         _mm256_mul_epu32(v_odd, _mm256_srli_epi64(ib, 32)));
 }
 
-// One element (a tail).
-inline void add1(Sums& s, uint32_t bits, uint32_t wa, uint32_t wb) {
-  s.a += uint64_t{bits} * wa;
-  s.b += uint64_t{bits} * wb;
+// One element (a tail), in the first lane.
+__attribute__((target("avx2"))) inline void add1(Sums& s, uint32_t bits, uint32_t wa, uint32_t wb) {
+  const __m256i v = _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(bits)));
+  s.a = _mm256_add_epi64(s.a, _mm256_mul_epu32(v, _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(wa)))));
+  s.b = _mm256_add_epi64(s.b, _mm256_mul_epu32(v, _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(wb)))));
 }
 
 __attribute__((target("avx2"))) inline uint64_t hsum(__m256i v) {
@@ -49,8 +48,8 @@ __attribute__((target("avx2"))) inline uint64_t hsum(__m256i v) {
 
 // The inner sums: sum_j bits(x_j) * inner_a[j] and likewise b (mod 2^64).
 __attribute__((target("avx2"))) inline void finish(const Sums& s, uint64_t& a, uint64_t& b) {
-  a = hsum(_mm256_add_epi64(s.a_even, s.a_odd)) + s.a;
-  b = hsum(_mm256_add_epi64(s.b_even, s.b_odd)) + s.b;
+  a = hsum(s.a);
+  b = hsum(s.b);
 }
 
 }  // namespace ckpt::digest_avx2

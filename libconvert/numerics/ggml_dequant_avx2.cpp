@@ -17,6 +17,7 @@
 
 #include <bit>
 #include <cstring>
+#include <type_traits>
 
 #include "core/ggml_types.h"
 #include "numerics/ggml_dequant.h"
@@ -71,6 +72,20 @@ struct Digest {
 };
 CKPT_AVX2 inline void put(Digest y, __m256 v) { digest_avx2::add8(*y.s, _mm256_castps_si256(v), y.wa, y.wb); }
 inline void put1(Digest y, float v) { digest_avx2::add1(*y.s, std::bit_cast<uint32_t>(v), *y.wa, *y.wb); }
+
+// One loop per block function and output so the block function inlines into it. A Digest's
+// sums are a local of the loop, held in registers across it (through the pointer they would
+// be loaded and stored at every vector).
+template <auto kFn, class Y>
+CKPT_AVX2 void blocks_loop(const uint8_t* in, size_t blocks, size_t type_size, size_t block_size, Y y) {
+  if constexpr (std::is_same_v<Y, Digest>) {
+    digest_avx2::Sums s = *y.s;
+    for (size_t i = 0; i < blocks; ++i) kFn(in + i * type_size, Digest{&s, y.wa, y.wb} + i * block_size);
+    *y.s = s;
+  } else {
+    for (size_t i = 0; i < blocks; ++i) kFn(in + i * type_size, y + i * block_size);
+  }
+}
 
 // ---- lanes ------------------------------------------------------------------------------
 
@@ -138,28 +153,35 @@ CKPT_AVX2 inline __m256 f16x8(__m128i h) {
   return _mm256_blendv_ps(f, _mm256_castsi256_ps(nan), _mm256_castsi256_ps(is_nan));
 }
 
+// Eight elements at a time through blocks_loop, then the tail.
+template <class Y>
+CKPT_AVX2 void f32_oct(const uint8_t* in, Y y) {
+  put(y, _mm256_loadu_ps(reinterpret_cast<const float*>(in)));
+}
+template <class Y>
+CKPT_AVX2 void f16_oct(const uint8_t* in, Y y) {
+  put(y, f16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in))));
+}
+template <class Y>
+CKPT_AVX2 void bf16_oct(const uint8_t* in, Y y) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+  put(y, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+}
+
 template <class Y>
 CKPT_AVX2 void f32(const uint8_t* in, size_t n, Y y) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) put(y + i, _mm256_loadu_ps(reinterpret_cast<const float*>(in + 4 * i)));
-  for (; i < n; ++i) put1(y + i, std::bit_cast<float>(ld32(in + 4 * i)));
+  blocks_loop<f32_oct<Y>>(in, n / 8, 32, 8, y);
+  for (size_t i = n / 8 * 8; i < n; ++i) put1(y + i, std::bit_cast<float>(ld32(in + 4 * i)));
 }
-
 template <class Y>
 CKPT_AVX2 void f16(const uint8_t* in, size_t n, Y y) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) put(y + i, f16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i))));
-  for (; i < n; ++i) put1(y + i, ggml_fp16_to_f32(ld16(in + 2 * i)));
+  blocks_loop<f16_oct<Y>>(in, n / 8, 16, 8, y);
+  for (size_t i = n / 8 * 8; i < n; ++i) put1(y + i, ggml_fp16_to_f32(ld16(in + 2 * i)));
 }
-
 template <class Y>
 CKPT_AVX2 void bf16(const uint8_t* in, size_t n, Y y) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i)));
-    put(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-  }
-  for (; i < n; ++i) put1(y + i, ggml_bf16_to_f32(ld16(in + 2 * i)));
+  blocks_loop<bf16_oct<Y>>(in, n / 8, 16, 8, y);
+  for (size_t i = n / 8 * 8; i < n; ++i) put1(y + i, ggml_bf16_to_f32(ld16(in + 2 * i)));
 }
 
 // ---- 32-element blocks ------------------------------------------------------------------
@@ -232,7 +254,7 @@ CKPT_AVX2 void mxfp4(const uint8_t* b, Y y) {
 
 // ---- k-quants ---------------------------------------------------------------------------
 
-void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
+inline void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
   if (j < 4) {
     sc = s[j] & 63;
     m = s[j + 4] & 63;
@@ -448,12 +470,6 @@ CKPT_AVX2 void iq4_xs(const uint8_t* b, Y y) {
   X(kGgmlQ8_1, q8_1) X(kGgmlQ2_K, q2_k) X(kGgmlQ3_K, q3_k) X(kGgmlQ4_K, q4_k) X(kGgmlQ5_K, q5_k)          \
   X(kGgmlQ6_K, q6_k) X(kGgmlQ8_K, q8_k) X(kGgmlIQ2_XXS, iq2_xxs) X(kGgmlIQ2_XS, iq2_xs) X(kGgmlIQ2_S, iq2_s) \
   X(kGgmlIQ3_XXS, iq3_xxs) X(kGgmlIQ3_S, iq3_s) X(kGgmlIQ4_NL, iq4_nl) X(kGgmlIQ4_XS, iq4_xs) X(kGgmlMXFP4, mxfp4)
-
-// One loop per type and output so the block function inlines into it.
-template <auto kFn, class Y>
-CKPT_AVX2 void blocks_loop(const uint8_t* in, size_t blocks, size_t type_size, size_t block_size, Y y) {
-  for (size_t i = 0; i < blocks; ++i) kFn(in + i * type_size, y + i * block_size);
-}
 
 // `blocks` whole blocks (elements of the float types) of `type` into y. Returns false for a
 // type without a loop.
