@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <span>
 #include <string>
@@ -119,18 +120,29 @@ F32Digest digest_all(DigestWay way, int32_t type, const std::vector<uint8_t>& in
   return total;
 }
 
-double best_digest_seconds(DigestWay way, int32_t type, const std::vector<uint8_t>& in, std::vector<float>& piece,
-                           const DigestWeights& w, int repeats, F32Digest& result) {
-  result = digest_all(way, type, in, piece, w);  // warm-up
-  double best = 1e30;
+// Thread CPU seconds (the machine may be shared: time this thread was descheduled is not counted).
+double thread_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Best thread seconds of each way over `repeats` rounds, the ways interleaved in every round
+// (a noisy neighbour slows all three alike); the digests of (b) and (c) checked equal.
+void best_digest_seconds(int32_t type, const std::vector<uint8_t>& in, std::vector<float>& piece,
+                         const DigestWeights& w, int repeats, double (&best)[3]) {
+  const DigestWay ways[3] = {DigestWay::dequant_only, DigestWay::dequant_then_digest, DigestWay::fused};
+  F32Digest result[3];
+  for (int k = 0; k < 3; ++k) result[k] = digest_all(ways[k], type, in, piece, w), best[k] = 1e30;  // warm-up
+  if (!(result[1] == result[2])) fail(std::string(ggml_type_info(type)->name) + ": the fused digest differs");
   for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const F32Digest d = digest_all(way, type, in, piece, w);
-    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    best = std::min(best, dt.count());
-    if (!(d == result)) fail("the digest changed between runs");
+    for (int k = 0; k < 3; ++k) {
+      const double t0 = thread_seconds();
+      const F32Digest d = digest_all(ways[k], type, in, piece, w);
+      best[k] = std::min(best[k], thread_seconds() - t0);
+      if (!(d == result[k])) fail("the digest changed between runs");
+    }
   }
-  return best;
 }
 
 }  // namespace
@@ -154,7 +166,7 @@ int main(int argc, char** argv) {
     std::printf("%-8s %8.2f %13.0f %15.0f %7.1fx\n", info->name, in_mb, in_mb / ts, in_mb / tf, ts / tf);
   }
   std::printf("\n== verify's CPU digest (%s), MB/s of input: (a) dequantize only, into a 64K piece; (b) "
-              "dequantize + digest per piece (before); (c) fused ggml_dequant_digest\n",
+              "dequantize + digest per piece (before); (c) fused ggml_dequant_digest; best thread CPU time, interleaved\n",
               ggml_dequant_isa() == DequantIsa::avx2 ? "avx2" : "scalar");
   std::printf("%-8s %8s %10s %10s %10s %8s\n", "type", "MB in", "(a)", "(b)", "(c)", "(c)/(b)");
   const DigestWeights w(digest_fresh_key());
@@ -164,11 +176,9 @@ int main(int argc, char** argv) {
     const GgmlTypeInfo* info = ggml_type_info(t.type);
     if (!only.empty() && std::find(only.begin(), only.end(), info->name) == only.end()) continue;
     const std::vector<uint8_t> in = make_input(t, static_cast<size_t>(mb * 1e6), rng);
-    F32Digest da, db, dc;
-    const double ta = best_digest_seconds(DigestWay::dequant_only, t.type, in, piece, w, repeats, da);
-    const double tb = best_digest_seconds(DigestWay::dequant_then_digest, t.type, in, piece, w, repeats, db);
-    const double tc = best_digest_seconds(DigestWay::fused, t.type, in, piece, w, repeats, dc);
-    if (!(db == dc)) fail(std::string(info->name) + ": the fused digest differs from dequantize + digest");
+    double best[3];
+    best_digest_seconds(t.type, in, piece, w, 2 * repeats, best);
+    const double ta = best[0], tb = best[1], tc = best[2];
     const double in_mb = static_cast<double>(in.size()) / 1e6;
     std::printf("%-8s %8.2f %10.0f %10.0f %10.0f %7.2fx\n", info->name, in_mb, in_mb / ta, in_mb / tb, in_mb / tc,
                 tb / tc);
