@@ -49,14 +49,21 @@ Inner inner_scalar(const float* x, uint64_t n, uint64_t j0, const DigestWeights&
 CKPT_AVX2 Inner inner_avx2(const float* x, uint64_t n, uint64_t j0, const DigestWeights& w) {
   const uint32_t *wa = w.inner_a.data() + j0, *wb = w.inner_b.data() + j0;
   const auto* xs = reinterpret_cast<const __m256i*>(x);
-  digest_avx2::Sums s;
+  digest_avx2::Sums s, t;  // two sets of sums: two vectors in flight
   digest_avx2::clear(s);
+  digest_avx2::clear(t);
   const uint64_t octs = n / 8;
-  for (uint64_t q = 0; q < octs; ++q) digest_avx2::add8(s, _mm256_loadu_si256(xs + q), wa + 8 * q, wb + 8 * q);
-  for (uint64_t t = 8 * octs; t < n; ++t) digest_avx2::add1(s, std::bit_cast<uint32_t>(x[t]), wa[t], wb[t]);
-  Inner r;
+  uint64_t q = 0;
+  for (; q + 2 <= octs; q += 2) {
+    digest_avx2::add8(s, _mm256_loadu_si256(xs + q), wa + 8 * q, wb + 8 * q);
+    digest_avx2::add8(t, _mm256_loadu_si256(xs + q + 1), wa + 8 * q + 8, wb + 8 * q + 8);
+  }
+  if (q < octs) digest_avx2::add8(s, _mm256_loadu_si256(xs + q), wa + 8 * q, wb + 8 * q);
+  for (uint64_t e = 8 * octs; e < n; ++e) digest_avx2::add1(s, std::bit_cast<uint32_t>(x[e]), wa[e], wb[e]);
+  Inner r, r2;
   digest_avx2::finish(s, r.a, r.b);
-  return r;
+  digest_avx2::finish(t, r2.a, r2.b);
+  return {r.a + r2.a, r.b + r2.b};
 }
 #endif
 
