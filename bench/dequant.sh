@@ -3,7 +3,10 @@
 # scalar reference and the dispatched path (AVX2 where the CPU has it) in the same run, on
 # the same bytes, printed side by side with the speedup.
 #  1. ckpt_bench_dequant (bench/dequant_bench.cpp, built beside ckpt) pinned to one core:
-#     the library call itself, best of N, random blocks with realistic scales.
+#     the library call itself, best of N, random blocks with realistic scales; then verify's
+#     CPU digest per type: (a) dequantize only into a 64K piece, (b) dequantize + digest per
+#     piece (before ggml_dequant_digest), (c) the fused ggml_dequant_digest, and (c)/(b)
+#     (best thread CPU time, the three interleaved).
 #  2. End to end: `ckpt dump --as f32` of every tensor of a synthetic GGUF with one tensor
 #     per type (bench/make_dequant_gguf.py), with CKPT_DEQUANT_ISA=scalar and without, next
 #     to `--as raw` of the same tensors (process start, parse and read, no decode).

@@ -4,17 +4,27 @@
 // are random with realistic scale fields (normal f16 scales of 2^-10..2^-5, E8M0 bytes
 // 118..133, normal F16/BF16/F32 elements), so no NaN/denormal path is timed.
 //
+// A second table times the CPU side of `ckpt-gpu verify`'s digest on the dispatched ISA, in
+// steps of at most 4M elements as verify makes them: (a) dequantize only, into a 64K-element
+// piece (the decode alone, its output in cache); (b) dequantize into the piece and digest it,
+// as GgufVerifier::cpu_digest did before the fused path; (c) ggml_dequant_digest, fused;
+// and (c)/(b).
+//
 // Usage: ckpt_bench_dequant [MB_PER_TYPE] [REPEATS] [TYPE...]   (defaults 8, 5, all)
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/ggml_types.h"
+#include "numerics/f32_digest.h"
 #include "numerics/ggml_dequant.h"
 
 namespace {
@@ -74,6 +84,67 @@ double best_seconds(DequantIsa isa, int32_t type, const std::vector<uint8_t>& in
   return best;
 }
 
+[[noreturn]] void fail(const std::string& error) {
+  std::fprintf(stderr, "%s\n", error.c_str());
+  std::exit(1);
+}
+
+// The digest benchmark's three ways over `in`, in verify's steps (whole blocks, <= 4M elements).
+enum class DigestWay { dequant_only, dequant_then_digest, fused };
+
+F32Digest digest_all(DigestWay way, int32_t type, const std::vector<uint8_t>& in, std::vector<float>& piece,
+                     const DigestWeights& w) {
+  const GgmlTypeInfo* info = ggml_type_info(type);
+  const size_t step = (uint64_t{1} << 22) / info->block_size * info->type_size;
+  const size_t piece_bytes = piece.size() / info->block_size * info->type_size;
+  const std::span<const uint8_t> all(in);
+  F32Digest total;
+  std::string error;
+  for (size_t off = 0; off < in.size(); off += step) {
+    const auto s = all.subspan(off, std::min(step, in.size() - off));
+    F32Digest d;
+    if (way == DigestWay::fused) {
+      if (!ggml_dequant_digest(type, s, 0, w, d, error)) fail(error);
+    } else {
+      for (size_t p = 0, index = 0; p < s.size(); p += piece_bytes) {
+        const size_t nb = std::min(piece_bytes, s.size() - p), elems = nb / info->type_size * info->block_size;
+        const std::span<float> y(piece.data(), elems);
+        if (!ggml_dequantize(type, s.subspan(p, nb), y, error)) fail(error);
+        if (way == DigestWay::dequant_then_digest) d += f32_digest(y, index, w);
+        else d.a += std::bit_cast<uint32_t>(y[0]);  // keeps the decode from being dropped
+        index += elems;
+      }
+    }
+    total += d;
+  }
+  return total;
+}
+
+// Thread CPU seconds (the machine may be shared: time this thread was descheduled is not counted).
+double thread_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Best thread seconds of each way over `repeats` rounds, the ways interleaved in every round
+// (a noisy neighbour slows all three alike); the digests of (b) and (c) checked equal.
+void best_digest_seconds(int32_t type, const std::vector<uint8_t>& in, std::vector<float>& piece,
+                         const DigestWeights& w, int repeats, double (&best)[3]) {
+  const DigestWay ways[3] = {DigestWay::dequant_only, DigestWay::dequant_then_digest, DigestWay::fused};
+  F32Digest result[3];
+  for (int k = 0; k < 3; ++k) result[k] = digest_all(ways[k], type, in, piece, w), best[k] = 1e30;  // warm-up
+  if (!(result[1] == result[2])) fail(std::string(ggml_type_info(type)->name) + ": the fused digest differs");
+  for (int r = 0; r < repeats; ++r) {
+    for (int k = 0; k < 3; ++k) {
+      const double t0 = thread_seconds();
+      const F32Digest d = digest_all(ways[k], type, in, piece, w);
+      best[k] = std::min(best[k], thread_seconds() - t0);
+      if (!(d == result[k])) fail("the digest changed between runs");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,6 +164,24 @@ int main(int argc, char** argv) {
     const double tf = best_seconds(ggml_dequant_best_isa(), t.type, in, out, repeats);
     const double in_mb = static_cast<double>(in.size()) / 1e6;
     std::printf("%-8s %8.2f %13.0f %15.0f %7.1fx\n", info->name, in_mb, in_mb / ts, in_mb / tf, ts / tf);
+  }
+  std::printf("\n== verify's CPU digest (%s), MB/s of input: (a) dequantize only, into a 64K piece; (b) "
+              "dequantize + digest per piece (before); (c) fused ggml_dequant_digest; best thread CPU time, interleaved\n",
+              ggml_dequant_isa() == DequantIsa::avx2 ? "avx2" : "scalar");
+  std::printf("%-8s %8s %10s %10s %10s %8s\n", "type", "MB in", "(a)", "(b)", "(c)", "(c)/(b)");
+  const DigestWeights w(digest_fresh_key());
+  std::vector<float> piece(65536);
+  rng.seed(1);  // the same inputs as above
+  for (const BenchType& t : kTypes) {
+    const GgmlTypeInfo* info = ggml_type_info(t.type);
+    if (!only.empty() && std::find(only.begin(), only.end(), info->name) == only.end()) continue;
+    const std::vector<uint8_t> in = make_input(t, static_cast<size_t>(mb * 1e6), rng);
+    double best[3];
+    best_digest_seconds(t.type, in, piece, w, 2 * repeats, best);
+    const double ta = best[0], tb = best[1], tc = best[2];
+    const double in_mb = static_cast<double>(in.size()) / 1e6;
+    std::printf("%-8s %8.2f %10.0f %10.0f %10.0f %7.2fx\n", info->name, in_mb, in_mb / ta, in_mb / tb, in_mb / tc,
+                tb / tc);
   }
   return 0;
 }

@@ -13,6 +13,12 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "core/ggml_types.h"
+
 namespace fs = std::filesystem;
 
 namespace ckpt::test {
@@ -156,6 +162,29 @@ RunResult run_tool(const std::string& name, const std::string& env, const std::s
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+const std::vector<GgmlAvx2Type>& ggml_avx2_types() {
+  static const std::vector<GgmlAvx2Type> all = {
+      {kGgmlF32, {}},         {kGgmlF16, {}},          {kGgmlBF16, {}},        {kGgmlQ4_0, {0}},
+      {kGgmlQ4_1, {0, 2}},    {kGgmlQ5_0, {0}},        {kGgmlQ5_1, {0, 2}},    {kGgmlQ8_0, {0}},
+      {kGgmlQ8_1, {0, 2}},    {kGgmlQ2_K, {80, 82}},   {kGgmlQ3_K, {108}},     {kGgmlQ4_K, {0, 2}},
+      {kGgmlQ5_K, {0, 2}},    {kGgmlQ6_K, {208}},      {kGgmlQ8_K, {}},        {kGgmlIQ2_XXS, {0}},
+      {kGgmlIQ2_XS, {0}},     {kGgmlIQ2_S, {0}},       {kGgmlIQ3_XXS, {0}},    {kGgmlIQ3_S, {0}},
+      {kGgmlIQ4_NL, {0}},     {kGgmlIQ4_XS, {0}},      {kGgmlMXFP4, {}},
+  };
+  return all;
+}
+
+void PrintTo(const GgmlAvx2Type& t, std::ostream* os) { *os << ggml_type_info(t.type)->name; }
+
+bool cpu_has_avx2_f16c() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace ckpt::test

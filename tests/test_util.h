@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <memory>
 #include <vector>
@@ -87,5 +88,17 @@ std::string tool_binary(const std::string& name);
 // Runs that tool like run_ckpt_env.
 RunResult run_tool(const std::string& name, const std::string& env, const std::string& args,
                    const std::string& shell_prefix = "");
+
+// The ggml types with an AVX2 dequantization loop (numerics/ggml_dequant_avx2.cpp) and the
+// byte offsets of their f16 scale fields, for the tests that set every scale value.
+struct GgmlAvx2Type {
+  int32_t type;
+  std::vector<size_t> f16_fields;
+};
+const std::vector<GgmlAvx2Type>& ggml_avx2_types();
+void PrintTo(const GgmlAvx2Type& t, std::ostream* os);  // the type's name
+// True when this CPU runs AVX2 and F16C (what the AVX2 loops need), asked of CPUID here, not
+// of the library under test.
+bool cpu_has_avx2_f16c();
 
 }  // namespace ckpt::test

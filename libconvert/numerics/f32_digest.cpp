@@ -1,11 +1,12 @@
 // The CPU side of the digest (f32_digest.h): per block of kDigestSpan elements, the inner
 // sums sum_j bits(x) * inner[j] (mod 2^64), then each multiplied by its block's outer
-// weight. The AVX2 loop takes 8 elements and 8 inner weights per load and multiplies the
-// even and the odd 32-bit lanes (vpmuludq: 32 x 32 -> 64, exact) into 64-bit sums.
+// weight. The AVX2 loop takes 8 elements and 8 inner weights per step (f32_digest_avx2.h,
+// the step the fused dequantize-and-digest loops of ggml_dequant_avx2.cpp share).
 // Integer arithmetic mod 2^64 only, so every ISA and every piece order gives the same bits.
 #include "numerics/f32_digest.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -14,6 +15,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "numerics/f32_digest_avx2.h"
 #define CKPT_AVX2 __attribute__((target("avx2")))
 #endif
 
@@ -43,27 +46,24 @@ Inner inner_scalar(const float* x, uint64_t n, uint64_t j0, const DigestWeights&
 }
 
 #if defined(__x86_64__)
-CKPT_AVX2 uint64_t hsum_u64(__m256i v) {
-  const __m128i s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  return static_cast<uint64_t>(_mm_cvtsi128_si64(s)) + static_cast<uint64_t>(_mm_extract_epi64(s, 1));
-}
-
 CKPT_AVX2 Inner inner_avx2(const float* x, uint64_t n, uint64_t j0, const DigestWeights& w) {
-  const auto* wa = reinterpret_cast<const __m256i*>(w.inner_a.data() + j0);
-  const auto* wb = reinterpret_cast<const __m256i*>(w.inner_b.data() + j0);
+  const uint32_t *wa = w.inner_a.data() + j0, *wb = w.inner_b.data() + j0;
   const auto* xs = reinterpret_cast<const __m256i*>(x);
-  __m256i a_even = _mm256_setzero_si256(), a_odd = a_even, b_even = a_even, b_odd = a_even;
+  digest_avx2::Sums s, t;  // two sets of sums: two vectors in flight
+  digest_avx2::clear(s);
+  digest_avx2::clear(t);
   const uint64_t octs = n / 8;
-  for (uint64_t q = 0; q < octs; ++q) {
-    const __m256i v = _mm256_loadu_si256(xs + q), v_odd = _mm256_srli_epi64(v, 32);
-    const __m256i ia = _mm256_loadu_si256(wa + q), ib = _mm256_loadu_si256(wb + q);
-    a_even = _mm256_add_epi64(a_even, _mm256_mul_epu32(v, ia));
-    a_odd = _mm256_add_epi64(a_odd, _mm256_mul_epu32(v_odd, _mm256_srli_epi64(ia, 32)));
-    b_even = _mm256_add_epi64(b_even, _mm256_mul_epu32(v, ib));
-    b_odd = _mm256_add_epi64(b_odd, _mm256_mul_epu32(v_odd, _mm256_srli_epi64(ib, 32)));
+  uint64_t q = 0;
+  for (; q + 2 <= octs; q += 2) {
+    digest_avx2::add8(s, _mm256_loadu_si256(xs + q), wa + 8 * q, wb + 8 * q);
+    digest_avx2::add8(t, _mm256_loadu_si256(xs + q + 1), wa + 8 * q + 8, wb + 8 * q + 8);
   }
-  const Inner tail = inner_scalar(x + 8 * octs, n - 8 * octs, j0 + 8 * octs, w);
-  return {hsum_u64(_mm256_add_epi64(a_even, a_odd)) + tail.a, hsum_u64(_mm256_add_epi64(b_even, b_odd)) + tail.b};
+  if (q < octs) digest_avx2::add8(s, _mm256_loadu_si256(xs + q), wa + 8 * q, wb + 8 * q);
+  for (uint64_t e = 8 * octs; e < n; ++e) digest_avx2::add1(s, std::bit_cast<uint32_t>(x[e]), wa[e], wb[e]);
+  Inner r, r2;
+  digest_avx2::finish(s, r.a, r.b);
+  digest_avx2::finish(t, r2.a, r2.b);
+  return {r.a + r2.a, r.b + r2.b};
 }
 #endif
 

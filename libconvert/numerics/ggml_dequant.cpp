@@ -1,11 +1,13 @@
 #include "numerics/ggml_dequant.h"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <string_view>
 
 #include "core/ggml_types.h"
+#include "numerics/f32_digest.h"
 #include "numerics/ggml_dequant_avx2.h"
 #include "numerics/ggml_tables.h"
 
@@ -436,6 +438,72 @@ bool ggml_dequantize_isa(DequantIsa isa, int32_t type, std::span<const uint8_t> 
   }
   const BlockFn fn = block_fn(type);
   for (size_t i = 0; i < blocks; ++i) fn(whole_blocks.data() + i * info->type_size, out.data() + i * info->block_size);
+  return true;
+}
+
+bool ggml_dequant_digest(int32_t type, std::span<const uint8_t> whole_blocks, uint64_t first_index,
+                         const DigestWeights& w, F32Digest& out, std::string& error) {
+  return ggml_dequant_digest_isa(ggml_dequant_isa(), type, whole_blocks, first_index, w, out, error);
+}
+
+bool ggml_dequant_digest_isa(DequantIsa isa, int32_t type, std::span<const uint8_t> whole_blocks, uint64_t first_index,
+                             const DigestWeights& w, F32Digest& out, std::string& error) {
+  const GgmlTypeInfo* info = ggml_type_info(type);
+  if (!info || !ggml_dequant_supported(type)) {
+    error = ggml_unsupported_message(type);
+    return false;
+  }
+  const uint64_t ts = info->type_size, bs = info->block_size, blocks = whole_blocks.size() / ts;
+  if (whole_blocks.size() % ts != 0) {
+    error = std::string("ggml_dequant_digest: ") + info->name + " input of " + std::to_string(whole_blocks.size()) +
+            " bytes is not a whole number of " + std::to_string(ts) + "-byte blocks";
+    return false;
+  }
+  if (first_index > kDigestMaxElems || blocks > (kDigestMaxElems - first_index) / bs) {
+    error = std::string("ggml_dequant_digest: ") + std::to_string(blocks * bs) + " elements from index " +
+            std::to_string(first_index) + " pass the digest's " + std::to_string(kDigestMaxElems) + "-element limit";
+    return false;
+  }
+  // A piece on the stack: 4096 elements, a multiple of every block size (<= 256).
+  constexpr uint64_t kPiece = 4096;
+  static_assert(kPiece % 256 == 0 && kPiece <= kDigestSpan);
+  if (bs > 256) {  // unreachable: no ggml type has larger blocks
+    error = std::string("ggml_dequant_digest: ") + info->name + " blocks are larger than 256 elements";
+    return false;
+  }
+  if (!is_float_type(type) && !tables_ok(error)) return false;
+  out = {};
+  const uint8_t* in = whole_blocks.data();
+  float piece[kPiece];
+  if (runnable(isa) != DequantIsa::avx2 || !dequant_avx2::has_loop(type)) {
+    const uint64_t piece_blocks = kPiece / bs;
+    for (uint64_t done = 0, i = first_index; done < blocks;) {
+      const uint64_t k = std::min(piece_blocks, blocks - done);
+      const std::span<float> y(piece, k * bs);
+      if (!ggml_dequantize_isa(isa, type, whole_blocks.subspan(done * ts, k * ts), y, error)) return false;
+      out += f32_digest_isa(isa, y, i, w);
+      done += k;
+      i += k * bs;
+    }
+    return true;
+  }
+  // Fused: the whole blocks inside one span at a time, their inner sums times its outer weight.
+  for (uint64_t done = 0, i = first_index; done < blocks;) {
+    const uint64_t span = i / kDigestSpan, j = i % kDigestSpan;
+    uint64_t k = std::min((kDigestSpan - j) / bs, blocks - done);
+    if (k == 0) {  // the block crosses into the next span
+      k = 1;
+      dequant_avx2::dequantize(type, in + done * ts, 1, piece);
+      out += f32_digest_isa(DequantIsa::avx2, std::span<const float>(piece, bs), i, w);
+    } else {
+      uint64_t a, b;
+      dequant_avx2::digest_inner(type, in + done * ts, k, w.inner_a.data() + j, w.inner_b.data() + j, a, b);
+      out.a += a * w.outer_a[span];
+      out.b += b * w.outer_b[span];
+    }
+    done += k;
+    i += k * bs;
+  }
   return true;
 }
 

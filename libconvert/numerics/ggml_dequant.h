@@ -15,6 +15,9 @@
 
 namespace ckpt {
 
+struct F32Digest;      // numerics/f32_digest.h
+struct DigestWeights;  // numerics/f32_digest.h
+
 // IEEE binary16 → binary32, exact, subnormals included; Inf stays Inf, NaN keeps its payload.
 // (Inline: the block loops of both ISAs call them once per block.)
 inline float ggml_fp16_to_f32(uint16_t h) {
@@ -70,5 +73,19 @@ bool ggml_dequant_has_fast_path(DequantIsa isa, int32_t type);
 // the tests compare the two paths through this.
 bool ggml_dequantize_isa(DequantIsa isa, int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out,
                          std::string& error);
+
+// The verify digest of the dequantization of complete blocks as elements first_index ..
+// of a step: exactly f32_digest(ggml_dequantize(whole_blocks), first_index, w), every bit,
+// for every input. Where ggml_dequant_has_fast_path (the AVX2 types) it is fused: each block
+// loop's 8-float vectors go straight into the digest's sums and no f32 is stored (a block
+// across a kDigestSpan boundary, only at a first_index that is not a multiple of the block
+// size, is decoded to a buffer); other types and the scalar ISA dequantize 4096-element
+// pieces on the stack and digest them. No allocation. Returns false with `error` set as
+// ggml_dequantize does, or when first_index + elements > kDigestMaxElems; `out` is then
+// unspecified. ggml_dequant_digest_isa on an explicit ISA (the tests compare them).
+bool ggml_dequant_digest(int32_t type, std::span<const uint8_t> whole_blocks, uint64_t first_index,
+                         const DigestWeights& w, F32Digest& out, std::string& error);
+bool ggml_dequant_digest_isa(DequantIsa isa, int32_t type, std::span<const uint8_t> whole_blocks, uint64_t first_index,
+                             const DigestWeights& w, F32Digest& out, std::string& error);
 
 }  // namespace ckpt

@@ -15,7 +15,9 @@
 //   its one difference (a signalling NaN comes back quieted) undone.
 #include "numerics/ggml_dequant_avx2.h"
 
+#include <bit>
 #include <cstring>
+#include <type_traits>
 
 #include "core/ggml_types.h"
 #include "numerics/ggml_dequant.h"
@@ -24,6 +26,8 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
+
+#include "numerics/f32_digest_avx2.h"
 
 #define CKPT_AVX2 __attribute__((target("avx2,f16c")))
 
@@ -38,25 +42,73 @@ uint32_t ld32(const uint8_t* p) {
 }
 float f16_at(const uint8_t* p) { return ggml_fp16_to_f32(ld16(p)); }
 
+// ---- outputs ----------------------------------------------------------------------------
+// Every loop below writes its 8-float vectors through put(y + offset, v) (and its scalar tails
+// through put1), generic over where they go, so each type has ONE decode for both uses:
+// - Store: into memory (ggml_dequantize);
+// - Digest: straight into the digest's inner sums (f32_digest_avx2.h), the element at
+//   offset k taking inner weights wa[k], wb[k]: nothing stored, nothing read back.
+
+struct Store {
+  float* p;
+  Store operator+(size_t n) const { return {p + n}; }
+  Store& operator+=(size_t n) {
+    p += n;
+    return *this;
+  }
+};
+CKPT_AVX2 inline void put(Store y, __m256 v) { _mm256_storeu_ps(y.p, v); }
+inline void put1(Store y, float v) { *y.p = v; }
+
+struct Digest {
+  digest_avx2::Sums* s;
+  const uint32_t *wa, *wb;
+  Digest operator+(size_t n) const { return {s, wa + n, wb + n}; }
+  Digest& operator+=(size_t n) {
+    wa += n;
+    wb += n;
+    return *this;
+  }
+};
+CKPT_AVX2 inline void put(Digest y, __m256 v) { digest_avx2::add8(*y.s, _mm256_castps_si256(v), y.wa, y.wb); }
+inline void put1(Digest y, float v) { digest_avx2::add1(*y.s, std::bit_cast<uint32_t>(v), *y.wa, *y.wb); }
+
+// One loop per block function and output so the block function inlines into it. A Digest's
+// sums are a local of the loop, held in registers across it (through the pointer they would
+// be loaded and stored at every vector).
+template <auto kFn, class Y>
+CKPT_AVX2 void blocks_loop(const uint8_t* in, size_t blocks, size_t type_size, size_t block_size, Y y) {
+  if constexpr (std::is_same_v<Y, Digest>) {
+    digest_avx2::Sums s = *y.s;
+    for (size_t i = 0; i < blocks; ++i) kFn(in + i * type_size, Digest{&s, y.wa, y.wb} + i * block_size);
+    *y.s = s;
+  } else {
+    for (size_t i = 0; i < blocks; ++i) kFn(in + i * type_size, y + i * block_size);
+  }
+}
+
 // ---- lanes ------------------------------------------------------------------------------
 
 CKPT_AVX2 inline __m256 i8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
 CKPT_AVX2 inline __m256 u8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
 
 // y[0..15] = m · q for 16 signed bytes q.
-CKPT_AVX2 inline void mul16_i8(float* y, __m256 m, __m128i q) {
-  _mm256_storeu_ps(y, _mm256_mul_ps(m, i8x8(q)));
-  _mm256_storeu_ps(y + 8, _mm256_mul_ps(m, i8x8(_mm_srli_si128(q, 8))));
+template <class Y>
+CKPT_AVX2 inline void mul16_i8(Y y, __m256 m, __m128i q) {
+  put(y, _mm256_mul_ps(m, i8x8(q)));
+  put(y + 8, _mm256_mul_ps(m, i8x8(_mm_srli_si128(q, 8))));
 }
 // y[0..15] = d · q − m (the formats with a minimum; the one rounding is the subtraction).
-CKPT_AVX2 inline void mul_sub16_u8(float* y, __m256 d, __m128i q, __m256 m) {
-  _mm256_storeu_ps(y, _mm256_sub_ps(_mm256_mul_ps(d, u8x8(q)), m));
-  _mm256_storeu_ps(y + 8, _mm256_sub_ps(_mm256_mul_ps(d, u8x8(_mm_srli_si128(q, 8))), m));
+template <class Y>
+CKPT_AVX2 inline void mul_sub16_u8(Y y, __m256 d, __m128i q, __m256 m) {
+  put(y, _mm256_sub_ps(_mm256_mul_ps(d, u8x8(q)), m));
+  put(y + 8, _mm256_sub_ps(_mm256_mul_ps(d, u8x8(_mm_srli_si128(q, 8))), m));
 }
 // y[0..15] = q · d + m (Q4_1, Q5_1).
-CKPT_AVX2 inline void mul_add16_u8(float* y, __m256 d, __m128i q, __m256 m) {
-  _mm256_storeu_ps(y, _mm256_add_ps(_mm256_mul_ps(u8x8(q), d), m));
-  _mm256_storeu_ps(y + 8, _mm256_add_ps(_mm256_mul_ps(u8x8(_mm_srli_si128(q, 8)), d), m));
+template <class Y>
+CKPT_AVX2 inline void mul_add16_u8(Y y, __m256 d, __m128i q, __m256 m) {
+  put(y, _mm256_add_ps(_mm256_mul_ps(u8x8(q), d), m));
+  put(y + 8, _mm256_add_ps(_mm256_mul_ps(u8x8(_mm_srli_si128(q, 8)), d), m));
 }
 
 CKPT_AVX2 inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
@@ -77,12 +129,13 @@ CKPT_AVX2 inline __m128i bit16_to_0x10(uint32_t bits) {
 }
 
 // Eight grid magnitudes (one per byte of `grid`) times db, negated where `signs` has a 1.
-CKPT_AVX2 inline void put8(float* y, __m256 db, uint64_t grid, uint32_t signs) {
+template <class Y>
+CKPT_AVX2 inline void put8(Y y, __m256 db, uint64_t grid, uint32_t signs) {
   const __m256 g = u8x8(_mm_cvtsi64_si128(static_cast<long long>(grid)));
   const __m256i sign = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(static_cast<int>(signs)),
                                                           _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24)),
                                         _mm256_set1_epi32(static_cast<int>(0x80000000u)));
-  _mm256_storeu_ps(y, _mm256_xor_ps(_mm256_mul_ps(db, g), _mm256_castsi256_ps(sign)));
+  put(y, _mm256_xor_ps(_mm256_mul_ps(db, g), _mm256_castsi256_ps(sign)));
 }
 uint64_t pair(uint32_t g1, uint32_t g2) { return g1 | static_cast<uint64_t>(g2) << 32; }
 
@@ -100,31 +153,49 @@ CKPT_AVX2 inline __m256 f16x8(__m128i h) {
   return _mm256_blendv_ps(f, _mm256_castsi256_ps(nan), _mm256_castsi256_ps(is_nan));
 }
 
-CKPT_AVX2 void f16(const uint8_t* in, size_t n, float* y) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i))));
-  for (; i < n; ++i) y[i] = ggml_fp16_to_f32(ld16(in + 2 * i));
+// Eight elements at a time through blocks_loop, then the tail.
+template <class Y>
+CKPT_AVX2 void f32_oct(const uint8_t* in, Y y) {
+  put(y, _mm256_loadu_ps(reinterpret_cast<const float*>(in)));
+}
+template <class Y>
+CKPT_AVX2 void f16_oct(const uint8_t* in, Y y) {
+  put(y, f16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in))));
+}
+template <class Y>
+CKPT_AVX2 void bf16_oct(const uint8_t* in, Y y) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+  put(y, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
 }
 
-CKPT_AVX2 void bf16(const uint8_t* in, size_t n, float* y) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_slli_epi32(w, 16));
-  }
-  for (; i < n; ++i) y[i] = ggml_bf16_to_f32(ld16(in + 2 * i));
+template <class Y>
+CKPT_AVX2 void f32(const uint8_t* in, size_t n, Y y) {
+  blocks_loop<f32_oct<Y>>(in, n / 8, 32, 8, y);
+  for (size_t i = n / 8 * 8; i < n; ++i) put1(y + i, std::bit_cast<float>(ld32(in + 4 * i)));
+}
+template <class Y>
+CKPT_AVX2 void f16(const uint8_t* in, size_t n, Y y) {
+  blocks_loop<f16_oct<Y>>(in, n / 8, 16, 8, y);
+  for (size_t i = n / 8 * 8; i < n; ++i) put1(y + i, ggml_fp16_to_f32(ld16(in + 2 * i)));
+}
+template <class Y>
+CKPT_AVX2 void bf16(const uint8_t* in, size_t n, Y y) {
+  blocks_loop<bf16_oct<Y>>(in, n / 8, 16, 8, y);
+  for (size_t i = n / 8 * 8; i < n; ++i) put1(y + i, ggml_bf16_to_f32(ld16(in + 2 * i)));
 }
 
 // ---- 32-element blocks ------------------------------------------------------------------
 
-CKPT_AVX2 void q4_0(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void q4_0(const uint8_t* b, Y y) {
   const __m256 d = _mm256_set1_ps(f16_at(b));
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)), eight = _mm_set1_epi8(8);
   mul16_i8(y, d, _mm_sub_epi8(low_nibbles(v), eight));
   mul16_i8(y + 16, d, _mm_sub_epi8(high_nibbles(v), eight));
 }
 
-CKPT_AVX2 void q4_1(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void q4_1(const uint8_t* b, Y y) {
   const float ds = f16_at(b);
   const __m256 d = _mm256_set1_ps(ds), m = _mm256_set1_ps(ggml_block_minimum(ds, f16_at(b + 2)));
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
@@ -132,7 +203,8 @@ CKPT_AVX2 void q4_1(const uint8_t* b, float* y) {
   mul_add16_u8(y + 16, d, high_nibbles(v), m);
 }
 
-CKPT_AVX2 void q5_0(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void q5_0(const uint8_t* b, Y y) {
   const __m256 d = _mm256_set1_ps(f16_at(b));
   const uint32_t qh = ld32(b + 2);
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 6)), sixteen = _mm_set1_epi8(16);
@@ -140,7 +212,8 @@ CKPT_AVX2 void q5_0(const uint8_t* b, float* y) {
   mul16_i8(y + 16, d, _mm_sub_epi8(_mm_or_si128(high_nibbles(v), bit16_to_0x10(qh >> 16)), sixteen));
 }
 
-CKPT_AVX2 void q5_1(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void q5_1(const uint8_t* b, Y y) {
   const float ds = f16_at(b);
   const __m256 d = _mm256_set1_ps(ds), m = _mm256_set1_ps(ggml_block_minimum(ds, f16_at(b + 2)));
   const uint32_t qh = ld32(b + 4);
@@ -150,32 +223,38 @@ CKPT_AVX2 void q5_1(const uint8_t* b, float* y) {
 }
 
 // 32 int8 at q, times d (Q8_0 at offset 2, Q8_1 at offset 4).
-CKPT_AVX2 inline void i8x32_times(const uint8_t* q, __m256 d, float* y) {
+template <class Y>
+CKPT_AVX2 inline void i8x32_times(const uint8_t* q, __m256 d, Y y) {
   for (int k = 0; k < 4; ++k) {
     const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * k));
-    _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(i8x8(v), d));
+    put(y + 8 * k, _mm256_mul_ps(i8x8(v), d));
   }
 }
-CKPT_AVX2 void q8_0(const uint8_t* b, float* y) { i8x32_times(b + 2, _mm256_set1_ps(f16_at(b)), y); }
-CKPT_AVX2 void q8_1(const uint8_t* b, float* y) { i8x32_times(b + 4, _mm256_set1_ps(f16_at(b)), y); }
+template <class Y>
+CKPT_AVX2 void q8_0(const uint8_t* b, Y y) { i8x32_times(b + 2, _mm256_set1_ps(f16_at(b)), y); }
+template <class Y>
+CKPT_AVX2 void q8_1(const uint8_t* b, Y y) { i8x32_times(b + 4, _mm256_set1_ps(f16_at(b)), y); }
 
 // 16 bytes of nibbles through a 16-entry int8 table, times d (IQ4_NL, MXFP4, IQ4_XS).
-CKPT_AVX2 inline void nibble_table32(const uint8_t* qs, const int8_t* table, __m256 d, float* y) {
+template <class Y>
+CKPT_AVX2 inline void nibble_table32(const uint8_t* qs, const int8_t* table, __m256 d, Y y) {
   const __m128i kv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   mul16_i8(y, d, _mm_shuffle_epi8(kv, low_nibbles(v)));
   mul16_i8(y + 16, d, _mm_shuffle_epi8(kv, high_nibbles(v)));
 }
-CKPT_AVX2 void iq4_nl(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void iq4_nl(const uint8_t* b, Y y) {
   nibble_table32(b + 2, kvalues_iq4nl.data(), _mm256_set1_ps(f16_at(b)), y);
 }
-CKPT_AVX2 void mxfp4(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void mxfp4(const uint8_t* b, Y y) {
   nibble_table32(b + 1, kvalues_fp4.data(), _mm256_set1_ps(ggml_e8m0_to_f32_half(b[0])), y);
 }
 
 // ---- k-quants ---------------------------------------------------------------------------
 
-void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
+inline void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
   if (j < 4) {
     sc = s[j] & 63;
     m = s[j + 4] & 63;
@@ -185,7 +264,8 @@ void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
   }
 }
 
-CKPT_AVX2 void q2_k(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void q2_k(const uint8_t* b, Y y) {
   const uint8_t* sc = b;
   const float d = f16_at(b + 80), dmin = f16_at(b + 82);
   const __m256i three = _mm256_set1_epi8(3);
@@ -202,7 +282,8 @@ CKPT_AVX2 void q2_k(const uint8_t* b, float* y) {
   }
 }
 
-CKPT_AVX2 void q3_k(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void q3_k(const uint8_t* b, Y y) {
   const float d = f16_at(b + 108);
   int scales[16];
   const uint8_t* s = b + 96;
@@ -227,7 +308,8 @@ CKPT_AVX2 void q3_k(const uint8_t* b, float* y) {
   }
 }
 
-CKPT_AVX2 void q4_k(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void q4_k(const uint8_t* b, Y y) {
   const float d = f16_at(b), dmin = f16_at(b + 2);
   for (int c = 0; c < 4; ++c, y += 64) {
     int sc1, m1, sc2, m2;
@@ -244,7 +326,8 @@ CKPT_AVX2 void q4_k(const uint8_t* b, float* y) {
   }
 }
 
-CKPT_AVX2 void q5_k(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void q5_k(const uint8_t* b, Y y) {
   const float d = f16_at(b), dmin = f16_at(b + 2);
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)), one = _mm256_set1_epi8(1);
   for (int c = 0; c < 4; ++c, y += 64) {
@@ -265,7 +348,8 @@ CKPT_AVX2 void q5_k(const uint8_t* b, float* y) {
   }
 }
 
-CKPT_AVX2 void q6_k(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void q6_k(const uint8_t* b, Y y) {
   const float d = f16_at(b + 208);
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
   for (int half = 0; half < 2; ++half, y += 128) {
@@ -289,19 +373,21 @@ CKPT_AVX2 void q6_k(const uint8_t* b, float* y) {
   }
 }
 
-CKPT_AVX2 void q8_k(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void q8_k(const uint8_t* b, Y y) {
   float d;
   std::memcpy(&d, b, 4);
   const __m256 dv = _mm256_set1_ps(d);
   for (int k = 0; k < 32; ++k) {
     const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 4 + 8 * k));
-    _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(dv, i8x8(v)));
+    put(y + 8 * k, _mm256_mul_ps(dv, i8x8(v)));
   }
 }
 
 // ---- i-quants ---------------------------------------------------------------------------
 
-CKPT_AVX2 void iq2_xxs(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void iq2_xxs(const uint8_t* b, Y y) {
   const float d = f16_at(b);
   for (int ib = 0; ib < 8; ++ib) {
     const uint8_t* idx = b + 2 + 8 * ib;
@@ -311,7 +397,8 @@ CKPT_AVX2 void iq2_xxs(const uint8_t* b, float* y) {
   }
 }
 
-CKPT_AVX2 void iq2_xs(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void iq2_xs(const uint8_t* b, Y y) {
   const float d = f16_at(b);
   for (int ib = 0; ib < 8; ++ib) {
     const uint8_t s = b[66 + ib];
@@ -324,7 +411,8 @@ CKPT_AVX2 void iq2_xs(const uint8_t* b, float* y) {
   }
 }
 
-CKPT_AVX2 void iq2_s(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void iq2_s(const uint8_t* b, Y y) {
   const float d = f16_at(b);
   const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
   for (int ib = 0; ib < 8; ++ib) {
@@ -337,7 +425,8 @@ CKPT_AVX2 void iq2_s(const uint8_t* b, float* y) {
   }
 }
 
-CKPT_AVX2 void iq3_xxs(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void iq3_xxs(const uint8_t* b, Y y) {
   const float d = f16_at(b);
   for (int ib = 0; ib < 8; ++ib) {
     const uint8_t* q = b + 2 + 8 * ib;
@@ -348,7 +437,8 @@ CKPT_AVX2 void iq3_xxs(const uint8_t* b, float* y) {
   }
 }
 
-CKPT_AVX2 void iq3_s(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void iq3_s(const uint8_t* b, Y y) {
   const float d = f16_at(b);
   const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
   for (int ib = 0; ib < 8; ++ib) {
@@ -362,7 +452,8 @@ CKPT_AVX2 void iq3_s(const uint8_t* b, float* y) {
   }
 }
 
-CKPT_AVX2 void iq4_xs(const uint8_t* b, float* y) {
+template <class Y>
+CKPT_AVX2 void iq4_xs(const uint8_t* b, Y y) {
   const float d = f16_at(b);
   const uint16_t scales_h = ld16(b + 2);
   for (int ib = 0; ib < 8; ++ib, y += 32) {
@@ -373,38 +464,28 @@ CKPT_AVX2 void iq4_xs(const uint8_t* b, float* y) {
 
 // ---- dispatch ---------------------------------------------------------------------------
 
-using BlockFn = void (*)(const uint8_t*, float*);
+// The block types with an AVX2 loop: X(type id, block function).
+#define CKPT_AVX2_BLOCK_TYPES(X)                                                                         \
+  X(kGgmlQ4_0, q4_0) X(kGgmlQ4_1, q4_1) X(kGgmlQ5_0, q5_0) X(kGgmlQ5_1, q5_1) X(kGgmlQ8_0, q8_0)          \
+  X(kGgmlQ8_1, q8_1) X(kGgmlQ2_K, q2_k) X(kGgmlQ3_K, q3_k) X(kGgmlQ4_K, q4_k) X(kGgmlQ5_K, q5_k)          \
+  X(kGgmlQ6_K, q6_k) X(kGgmlQ8_K, q8_k) X(kGgmlIQ2_XXS, iq2_xxs) X(kGgmlIQ2_XS, iq2_xs) X(kGgmlIQ2_S, iq2_s) \
+  X(kGgmlIQ3_XXS, iq3_xxs) X(kGgmlIQ3_S, iq3_s) X(kGgmlIQ4_NL, iq4_nl) X(kGgmlIQ4_XS, iq4_xs) X(kGgmlMXFP4, mxfp4)
 
-BlockFn block_fn(int32_t type) {
+// `blocks` whole blocks (elements of the float types) of `type` into y. Returns false for a
+// type without a loop.
+template <class Y>
+bool run(int32_t type, const uint8_t* in, size_t blocks, Y y) {
+  const GgmlTypeInfo* info = ggml_type_info(type);
+  const size_t ts = info ? info->type_size : 0, bs = info ? info->block_size : 0;
   switch (type) {
-    case kGgmlQ4_0: return q4_0;
-    case kGgmlQ4_1: return q4_1;
-    case kGgmlQ5_0: return q5_0;
-    case kGgmlQ5_1: return q5_1;
-    case kGgmlQ8_0: return q8_0;
-    case kGgmlQ8_1: return q8_1;
-    case kGgmlQ2_K: return q2_k;
-    case kGgmlQ3_K: return q3_k;
-    case kGgmlQ4_K: return q4_k;
-    case kGgmlQ5_K: return q5_k;
-    case kGgmlQ6_K: return q6_k;
-    case kGgmlQ8_K: return q8_k;
-    case kGgmlIQ2_XXS: return iq2_xxs;
-    case kGgmlIQ2_XS: return iq2_xs;
-    case kGgmlIQ2_S: return iq2_s;
-    case kGgmlIQ3_XXS: return iq3_xxs;
-    case kGgmlIQ3_S: return iq3_s;
-    case kGgmlIQ4_NL: return iq4_nl;
-    case kGgmlIQ4_XS: return iq4_xs;
-    case kGgmlMXFP4: return mxfp4;
-    default: return nullptr;
+    case kGgmlF16: f16(in, blocks, y); return true;
+    case kGgmlBF16: bf16(in, blocks, y); return true;
+#define CKPT_LOOP(T, fn) \
+  case T: blocks_loop<fn<Y>>(in, blocks, ts, bs, y); return true;
+    CKPT_AVX2_BLOCK_TYPES(CKPT_LOOP)
+#undef CKPT_LOOP
+    default: return false;
   }
-}
-
-// One loop per type so the block function inlines into it.
-template <BlockFn kFn>
-CKPT_AVX2 void blocks_loop(const uint8_t* in, size_t blocks, size_t type_size, size_t block_size, float* out) {
-  for (size_t i = 0; i < blocks; ++i) kFn(in + i * type_size, out + i * block_size);
 }
 
 }  // namespace
@@ -419,41 +500,36 @@ bool cpu_supported() {
   return ok;
 }
 
-bool has_loop(int32_t type) { return type == kGgmlF32 || type == kGgmlF16 || type == kGgmlBF16 || block_fn(type); }
+bool has_loop(int32_t type) {
+  switch (type) {
+    case kGgmlF32:
+    case kGgmlF16:
+    case kGgmlBF16:
+#define CKPT_CASE(T, fn) case T:
+    CKPT_AVX2_BLOCK_TYPES(CKPT_CASE)
+#undef CKPT_CASE
+      return true;
+    default: return false;
+  }
+}
 
 void dequantize(int32_t type, const uint8_t* in, size_t blocks, float* out) {
   if (blocks == 0) return;  // empty spans may hold null pointers
-  const GgmlTypeInfo* info = ggml_type_info(type);
-  const size_t ts = info->type_size, bs = info->block_size;
-  switch (type) {
-    case kGgmlF32: std::memcpy(out, in, 4 * blocks); return;
-    case kGgmlF16: f16(in, blocks, out); return;
-    case kGgmlBF16: bf16(in, blocks, out); return;
-#define CKPT_LOOP(T, fn) \
-  case T: blocks_loop<fn>(in, blocks, ts, bs, out); return;
-    CKPT_LOOP(kGgmlQ4_0, q4_0)
-    CKPT_LOOP(kGgmlQ4_1, q4_1)
-    CKPT_LOOP(kGgmlQ5_0, q5_0)
-    CKPT_LOOP(kGgmlQ5_1, q5_1)
-    CKPT_LOOP(kGgmlQ8_0, q8_0)
-    CKPT_LOOP(kGgmlQ8_1, q8_1)
-    CKPT_LOOP(kGgmlQ2_K, q2_k)
-    CKPT_LOOP(kGgmlQ3_K, q3_k)
-    CKPT_LOOP(kGgmlQ4_K, q4_k)
-    CKPT_LOOP(kGgmlQ5_K, q5_k)
-    CKPT_LOOP(kGgmlQ6_K, q6_k)
-    CKPT_LOOP(kGgmlQ8_K, q8_k)
-    CKPT_LOOP(kGgmlIQ2_XXS, iq2_xxs)
-    CKPT_LOOP(kGgmlIQ2_XS, iq2_xs)
-    CKPT_LOOP(kGgmlIQ2_S, iq2_s)
-    CKPT_LOOP(kGgmlIQ3_XXS, iq3_xxs)
-    CKPT_LOOP(kGgmlIQ3_S, iq3_s)
-    CKPT_LOOP(kGgmlIQ4_NL, iq4_nl)
-    CKPT_LOOP(kGgmlIQ4_XS, iq4_xs)
-    CKPT_LOOP(kGgmlMXFP4, mxfp4)
-#undef CKPT_LOOP
-    default: return;
+  if (type == kGgmlF32) return void(std::memcpy(out, in, 4 * blocks));
+  run(type, in, blocks, Store{out});
+}
+
+void digest_inner(int32_t type, const uint8_t* in, size_t blocks, const uint32_t* wa, const uint32_t* wb, uint64_t& a,
+                  uint64_t& b) {
+  digest_avx2::Sums s;
+  digest_avx2::clear(s);
+  if (blocks > 0) {
+    if (type == kGgmlF32)
+      f32(in, blocks, Digest{&s, wa, wb});
+    else
+      run(type, in, blocks, Digest{&s, wa, wb});
   }
+  digest_avx2::finish(s, a, b);
 }
 
 }  // namespace ckpt::dequant_avx2
@@ -464,6 +540,9 @@ namespace ckpt::dequant_avx2 {
 bool cpu_supported() { return false; }
 bool has_loop(int32_t) { return false; }
 void dequantize(int32_t, const uint8_t*, size_t, float*) {}
+void digest_inner(int32_t, const uint8_t*, size_t, const uint32_t*, const uint32_t*, uint64_t& a, uint64_t& b) {
+  a = b = 0;
+}
 }  // namespace ckpt::dequant_avx2
 
 #endif

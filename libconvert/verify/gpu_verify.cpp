@@ -1204,18 +1204,12 @@ class GgufVerifier : public Verifier {
   // in cache (a multiple of every ggml block size).
   static constexpr uint64_t kDigestPiece = 65536;
 
-  // The digest of the CPU dequantization of `blocks` (whole blocks), piece by piece.
-  static bool cpu_digest(int32_t type, const GgmlTypeInfo& info, std::span<const uint8_t> blocks, std::span<float> piece,
+  // The digest of the CPU dequantization of `blocks` (whole blocks), fused: the AVX2 block
+  // loops feed the digest's sums directly and store no f32 (numerics/ggml_dequant.h). The
+  // type info and the piece buffer are no longer used.
+  static bool cpu_digest(int32_t type, const GgmlTypeInfo&, std::span<const uint8_t> blocks, std::span<float>,
                          const DigestWeights& w, F32Digest& out, std::string& error) {
-    const uint64_t piece_bytes = piece.size() / info.block_size * info.type_size;
-    out = {};
-    for (uint64_t off = 0, index = 0; off < blocks.size(); off += piece_bytes) {
-      const uint64_t nb = std::min(piece_bytes, blocks.size() - off), elems = nb / info.type_size * info.block_size;
-      if (!ggml_dequantize(type, blocks.subspan(off, nb), piece.first(elems), error)) return false;
-      out += f32_digest(piece.first(elems), index, w);
-      index += elems;
-    }
-    return true;
+    return ggml_dequant_digest(type, blocks, 0, w, out, error);
   }
   void cpu_failed(VerifyCheck& c, const std::string& file, const std::string& tensor, uint64_t offset,
                   const std::string& error) {

@@ -12,44 +12,16 @@
 #include <random>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-
 #include "core/ggml_types.h"
 #include "numerics/ggml_dequant.h"
+#include "test_util.h"
 
 namespace ckpt {
 namespace {
 
-// The types with an AVX2 loop and the byte offsets of their f16 scale fields.
-struct TypeCase {
-  int32_t type;
-  std::vector<size_t> f16_fields;
-};
-
-const std::vector<TypeCase>& cases() {
-  static const std::vector<TypeCase> all = {
-      {kGgmlF32, {}},         {kGgmlF16, {}},          {kGgmlBF16, {}},        {kGgmlQ4_0, {0}},
-      {kGgmlQ4_1, {0, 2}},    {kGgmlQ5_0, {0}},        {kGgmlQ5_1, {0, 2}},    {kGgmlQ8_0, {0}},
-      {kGgmlQ8_1, {0, 2}},    {kGgmlQ2_K, {80, 82}},   {kGgmlQ3_K, {108}},     {kGgmlQ4_K, {0, 2}},
-      {kGgmlQ5_K, {0, 2}},    {kGgmlQ6_K, {208}},      {kGgmlQ8_K, {}},        {kGgmlIQ2_XXS, {0}},
-      {kGgmlIQ2_XS, {0}},     {kGgmlIQ2_S, {0}},       {kGgmlIQ3_XXS, {0}},    {kGgmlIQ3_S, {0}},
-      {kGgmlIQ4_NL, {0}},     {kGgmlIQ4_XS, {0}},      {kGgmlMXFP4, {}},
-  };
-  return all;
-}
-
-void PrintTo(const TypeCase& c, std::ostream* os) { *os << ggml_type_info(c.type)->name; }
-
-bool cpu_has_avx2() {
-#if defined(__x86_64__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
-#else
-  return false;
-#endif
-}
+using TypeCase = test::GgmlAvx2Type;
+const std::vector<TypeCase>& cases() { return test::ggml_avx2_types(); }
+bool cpu_has_avx2() { return test::cpu_has_avx2_f16c(); }
 
 std::string hex(float f) {
   char b[16];
