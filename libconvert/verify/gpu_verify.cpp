@@ -1054,7 +1054,6 @@ class DigestsAhead {
  private:
   struct Step {
     int32_t type;
-    const GgmlTypeInfo* info;
     const MappedFile* file;
     uint64_t offset, bytes;
   };
@@ -1149,7 +1148,7 @@ class GgufVerifier : public Verifier {
       if (!be_.ggml_digest(type, a, *r_.digest, device, error)) return void(backend_failed(c, src.path(), error));
       Lap lap;
       if (!(ahead && ahead->take(ahead_first, done / step, cpu)) &&
-          !cpu_digest(type, *info, b, StepBuffers::take(bufs->want, kDigestPiece), *r_.digest, cpu, error))
+          !cpu_digest(type, b, *r_.digest, cpu, error))
         return cpu_failed(c, src.path(), tensor, src_offset, error);
       r_.stages.cpu_reference += lap.next();
       if (device == cpu) continue;
@@ -1205,10 +1204,9 @@ class GgufVerifier : public Verifier {
   static constexpr uint64_t kDigestPiece = 65536;
 
   // The digest of the CPU dequantization of `blocks` (whole blocks), fused: the AVX2 block
-  // loops feed the digest's sums directly and store no f32 (numerics/ggml_dequant.h). The
-  // type info and the piece buffer are no longer used.
-  static bool cpu_digest(int32_t type, const GgmlTypeInfo&, std::span<const uint8_t> blocks, std::span<float>,
-                         const DigestWeights& w, F32Digest& out, std::string& error) {
+  // loops feed the digest's sums directly and store no f32 (numerics/ggml_dequant.h).
+  static bool cpu_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
+                         std::string& error) {
     return ggml_dequant_digest(type, blocks, 0, w, out, error);
   }
   void cpu_failed(VerifyCheck& c, const std::string& file, const std::string& tensor, uint64_t offset,
@@ -1244,7 +1242,7 @@ size_t DigestsAhead::add(const DecodeBackend& be, const VerifyOptions& o, int32_
   if (!GgufVerifier::digest_steps(be, o, step / row_bytes * row_elems)) return kNone;
   const size_t first = steps_.size();
   for (uint64_t done = 0; done < bytes; done += step)
-    steps_.push_back({type, info, &cpu_file, cpu_offset + done, std::min(step, bytes - done)});
+    steps_.push_back({type, &cpu_file, cpu_offset + done, std::min(step, bytes - done)});
   return first;
 }
 
@@ -1254,13 +1252,12 @@ double DigestsAhead::compute(const DecodeBackend& be, const DigestWeights& w, ui
   slots_ = std::make_unique<Slot[]>(steps_.size());
   uint64_t largest = 1;
   for (const Step& st : steps_) largest = std::max(largest, st.bytes);
-  const uint64_t per_thread = largest + 4 * GgufVerifier::kDigestPiece;  // a step's input, one f32 piece
+  const uint64_t per_thread = largest;  // a step's input (the fused digest stores no f32)
   const uint64_t for_ahead = budget > be.host_memory() ? budget - be.host_memory() : 0;
   const int cores = std::max(1, tbb::this_task_arena::max_concurrency());
   const int threads = static_cast<int>(std::clamp<uint64_t>(for_ahead / per_thread, 1, std::max(1, cores - 1)));
   struct Buffers {
     std::vector<uint8_t> in;
-    std::vector<float> piece;
     double seconds = 0;
   };
   tbb::enumerable_thread_specific<Buffers> buffers;
@@ -1280,8 +1277,7 @@ double DigestsAhead::compute(const DecodeBackend& be, const DigestWeights& w, ui
             std::string error;
             F32Digest d;
             if (st.file->read_at(st.offset, StepBuffers::take(b.in, st.bytes), err) &&
-                GgufVerifier::cpu_digest(st.type, *st.info, std::span<const uint8_t>(b.in.data(), st.bytes),
-                                         StepBuffers::take(b.piece, GgufVerifier::kDigestPiece), w, d, error)) {
+                GgufVerifier::cpu_digest(st.type, std::span<const uint8_t>(b.in.data(), st.bytes), w, d, error)) {
               slots_[i].value = d;
               slots_[i].done.store(true, std::memory_order_release);
             }  // else its job reads and computes it again, and reports what fails
