@@ -178,6 +178,19 @@ const std::vector<GgmlAvx2Type>& ggml_avx2_types() {
 
 void PrintTo(const GgmlAvx2Type& t, std::ostream* os) { *os << ggml_type_info(t.type)->name; }
 
+void for_every_f16_scale(size_t type_size, size_t field, const std::function<std::vector<uint8_t>()>& make_blocks,
+                         const std::function<void(const std::vector<uint8_t>& blocks, uint32_t chunk)>& check) {
+  for (uint32_t chunk = 0; chunk < 65536; chunk += 4096) {
+    std::vector<uint8_t> blocks = make_blocks();
+    for (uint32_t h = chunk; h < chunk + 4096; ++h) {
+      uint8_t* b = blocks.data() + (h - chunk) * type_size;
+      b[field] = static_cast<uint8_t>(h);
+      b[field + 1] = static_cast<uint8_t>(h >> 8);
+    }
+    check(blocks, chunk);
+  }
+}
+
 bool cpu_has_avx2_f16c() {
 #if defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <ostream>
+#include <functional>
 #include <string>
 #include <memory>
 #include <vector>
@@ -96,6 +97,12 @@ struct GgmlAvx2Type {
   std::vector<size_t> f16_fields;
 };
 const std::vector<GgmlAvx2Type>& ggml_avx2_types();
+// Every binary16 value (zeros, denormals, normals, ±Inf, quiet and signalling NaNs) written
+// into the f16 scale field at byte `field` of `blocks` (4096 blocks of `type_size` bytes,
+// the rest left as they are): one call of `check` per 4096 values, the first being `chunk`.
+// `make_blocks` gives each call's 4096 blocks.
+void for_every_f16_scale(size_t type_size, size_t field, const std::function<std::vector<uint8_t>()>& make_blocks,
+                         const std::function<void(const std::vector<uint8_t>& blocks, uint32_t chunk)>& check);
 void PrintTo(const GgmlAvx2Type& t, std::ostream* os);  // the type's name
 // True when this CPU runs AVX2 and F16C (what the AVX2 loops need), asked of CPUID here, not
 // of the library under test.

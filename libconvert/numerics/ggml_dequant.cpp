@@ -46,10 +46,10 @@ void dq_q4_0(const uint8_t* b, float* y) {  // {f16 d; u8 qs[16]}
 }
 
 void dq_q4_1(const uint8_t* b, float* y) {  // {f16 d; f16 m; u8 qs[16]}
-  const float d = f16_at(b), m = ggml_block_minimum(d, f16_at(b + 2));
+  const float d = f16_at(b), m = f16_at(b + 2);
   for (int j = 0; j < 16; ++j) {
-    y[j] = static_cast<float>(b[4 + j] & 0xF) * d + m;
-    y[j + 16] = static_cast<float>(b[4 + j] >> 4) * d + m;
+    y[j] = ggml_add_minimum(static_cast<float>(b[4 + j] & 0xF) * d, m);
+    y[j + 16] = ggml_add_minimum(static_cast<float>(b[4 + j] >> 4) * d, m);
   }
 }
 
@@ -65,12 +65,12 @@ void dq_q5_0(const uint8_t* b, float* y) {  // {f16 d; u8 qh[4]; u8 qs[16]}
 }
 
 void dq_q5_1(const uint8_t* b, float* y) {  // {f16 d; f16 m; u8 qh[4]; u8 qs[16]}
-  const float d = f16_at(b), m = ggml_block_minimum(d, f16_at(b + 2));
+  const float d = f16_at(b), m = f16_at(b + 2);
   const uint32_t qh = ld32(b + 4);
   for (int j = 0; j < 16; ++j) {
     const int hi0 = static_cast<int>(((qh >> j) << 4) & 0x10), hi1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-    y[j] = static_cast<float>((b[8 + j] & 0xF) | hi0) * d + m;
-    y[j + 16] = static_cast<float>((b[8 + j] >> 4) | hi1) * d + m;
+    y[j] = ggml_add_minimum(static_cast<float>((b[8 + j] & 0xF) | hi0) * d, m);
+    y[j + 16] = ggml_add_minimum(static_cast<float>((b[8 + j] >> 4) | hi1) * d, m);
   }
 }
 

@@ -37,11 +37,12 @@ inline float ggml_e8m0_to_f32_half(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
   return std::bit_cast<float>(bits);
 }
-// The minimum m of q · d + m (Q4_1, Q5_1) as both ISAs add it. When d and m are both NaN
-// the sum's payload would be whichever operand the compiler puts first (it treats the
-// addition as commutative, and gcc and clang order it differently), so the result is
-// defined as d's NaN: the minimum takes d's bits, and either order gives quiet(d).
-inline float ggml_block_minimum(float d, float m) { return (d != d && m != m) ? d : m; }
+// q · d + m (Q4_1, Q5_1) as ggml's `x0*d + m` computes on x86: when the product p and the
+// minimum m are both NaN, the product's NaN (addss returns its first operand). Spelled out
+// because compilers treat the addition as commutative and order it as they like (clang
+// did, for 0 · inf + NaN: the fuzzer found it); p is already quiet (a product). Both ISAs
+// use this rule (the AVX2 loops blend p where it is NaN).
+inline float ggml_add_minimum(float p, float m) { return p != p ? p : p + m; }
 
 // True for the types ggml_dequantize handles.
 bool ggml_dequant_supported(int32_t type);

@@ -5,8 +5,8 @@
 //
 // Bit-identical to the scalar loops, NaN payloads included, because:
 // - every product is exact (gguf.md §5) and the one rounding of the formats with a minimum
-//   is the same IEEE subtraction/addition of the same operands (an addition of two NaNs is
-//   made order-free by ggml_block_minimum);
+//   is the same IEEE subtraction/addition of the same operands (an addition of two NaNs
+//   takes the product's, ggml_add_minimum, whatever order the compiler gives the operands);
 // - no FMA: the target has none ("avx2,f16c"), and the file is built with -ffp-contract=off;
 // - at most one operand of a multiply can be NaN (the block scale; codes are integers), and
 //   x86 returns that operand quieted whatever the order; the i-quant sign is a negation of
@@ -104,11 +104,15 @@ CKPT_AVX2 inline void mul_sub16_u8(Y y, __m256 d, __m128i q, __m256 m) {
   put(y, _mm256_sub_ps(_mm256_mul_ps(d, u8x8(q)), m));
   put(y + 8, _mm256_sub_ps(_mm256_mul_ps(d, u8x8(_mm_srli_si128(q, 8))), m));
 }
+// p + m with the product's NaN where p is NaN (ggml_add_minimum, lane by lane).
+CKPT_AVX2 inline __m256 add_minimum(__m256 p, __m256 m) {
+  return _mm256_blendv_ps(_mm256_add_ps(p, m), p, _mm256_cmp_ps(p, p, _CMP_UNORD_Q));
+}
 // y[0..15] = q · d + m (Q4_1, Q5_1).
 template <class Y>
 CKPT_AVX2 inline void mul_add16_u8(Y y, __m256 d, __m128i q, __m256 m) {
-  put(y, _mm256_add_ps(_mm256_mul_ps(u8x8(q), d), m));
-  put(y + 8, _mm256_add_ps(_mm256_mul_ps(u8x8(_mm_srli_si128(q, 8)), d), m));
+  put(y, add_minimum(_mm256_mul_ps(u8x8(q), d), m));
+  put(y + 8, add_minimum(_mm256_mul_ps(u8x8(_mm_srli_si128(q, 8)), d), m));
 }
 
 CKPT_AVX2 inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
@@ -197,7 +201,7 @@ CKPT_AVX2 void q4_0(const uint8_t* b, Y y) {
 template <class Y>
 CKPT_AVX2 void q4_1(const uint8_t* b, Y y) {
   const float ds = f16_at(b);
-  const __m256 d = _mm256_set1_ps(ds), m = _mm256_set1_ps(ggml_block_minimum(ds, f16_at(b + 2)));
+  const __m256 d = _mm256_set1_ps(ds), m = _mm256_set1_ps(f16_at(b + 2));
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
   mul_add16_u8(y, d, low_nibbles(v), m);
   mul_add16_u8(y + 16, d, high_nibbles(v), m);
@@ -215,7 +219,7 @@ CKPT_AVX2 void q5_0(const uint8_t* b, Y y) {
 template <class Y>
 CKPT_AVX2 void q5_1(const uint8_t* b, Y y) {
   const float ds = f16_at(b);
-  const __m256 d = _mm256_set1_ps(ds), m = _mm256_set1_ps(ggml_block_minimum(ds, f16_at(b + 2)));
+  const __m256 d = _mm256_set1_ps(ds), m = _mm256_set1_ps(f16_at(b + 2));
   const uint32_t qh = ld32(b + 4);
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8));
   mul_add16_u8(y, d, _mm_or_si128(low_nibbles(v), bit16_to_0x10(qh & 0xFFFF)), m);

@@ -55,12 +55,12 @@ class PackValidator {
   void check_blob_geometry();
   void check_parts(PackManifestBlob& b);
   void check_blob_order();
-  void open_reference(const std::string& reference);
+  void open_reference(const std::string& reference, bool deep);
   void scan_parts(bool hash);
   void check_padding();
   void check_dense();
   void check_reference(bool deep);
-  bool reference_identity(const MappedFile& ref, Findings& f) const;
+  bool reference_identity(const MappedFile& ref, bool deep, Findings& f) const;
   bool reference_sha256(const MappedFile& ref, Findings& f) const;
   bool reference_tree(const MappedFile& ref, const PackSourceTree& tree, Findings& f) const;
   bool expected_source(const GgufFile& g, const PackManifestBlob& b, const PackManifestPart& p, Findings& f);
@@ -374,9 +374,12 @@ void PackValidator::check_dense() {
 }
 
 // On the identity thread (open_reference): its own buffers, its own findings. The SHA-256
-// tree when the manifest has one (on all cores), else the SHA-256 (one stream).
-bool PackValidator::reference_identity(const MappedFile& ref, Findings& f) const {
-  return m_.source_tree ? reference_tree(ref, *m_.source_tree, f) : reference_sha256(ref, f);
+// tree when the manifest has one (on all cores), else the SHA-256 (one stream). `deep`
+// also proves the manifest's whole-file source.sha256 beside a tree (the stream the tree
+// exists to avoid, so only when asked for): a pack must not vouch for a digest nobody checked.
+bool PackValidator::reference_identity(const MappedFile& ref, bool deep, Findings& f) const {
+  if (!m_.source_tree) return reference_sha256(ref, f);
+  return reference_tree(ref, *m_.source_tree, f) && (!deep || reference_sha256(ref, f));
 }
 
 // Every chunk of the reference hashed by one task; a mismatch names the first chunk that
@@ -574,7 +577,7 @@ void PackValidator::compare_dense(const MappedFile& ref, const GgufFile& g) {
 
 // Opens and parses the reference and starts its identity check; what fails here is
 // reported by check_reference, where the report has always had it.
-void PackValidator::open_reference(const std::string& reference) {
+void PackValidator::open_reference(const std::string& reference, bool deep) {
   ref_path_ = reference;
   IoError err;
   if (!ref_.open(reference, err)) {
@@ -584,7 +587,7 @@ void PackValidator::open_reference(const std::string& reference) {
   ref_opened_ = true;
   // Its identity (tree: on all cores; SHA-256: ~2 GB/s, one stream) beside the parts scan,
   // the padding and dense checks; their findings count only if the reference is the source.
-  identity_ = std::jthread([this] { identity_ok_ = reference_identity(ref_, identity_findings_); });
+  identity_ = std::jthread([this, deep] { identity_ok_ = reference_identity(ref_, deep, identity_findings_); });
   Findings ref_findings;
   auto g = read_gguf(ref_, reference, ref_findings);
   if (g && !ref_findings.has_errors()) ref_gguf_ = std::move(g);
@@ -618,7 +621,7 @@ bool is_expert_pack(const std::string& dir) {
 
 void PackValidator::run(const std::string& reference, bool deep) {
   if (!load_manifest() || !check_names()) return;
-  if (!reference.empty()) open_reference(reference);
+  if (!reference.empty()) open_reference(reference, deep);
   if (check_experts_file()) {
     check_blob_geometry();
     scan_parts(true);

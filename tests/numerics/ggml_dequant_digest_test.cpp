@@ -203,15 +203,11 @@ class GgmlDequantDigestScaled : public GgmlDequantDigest {};
 // f16 scale field, the rest of each block random, 4096 values per call at an odd index.
 TEST_P(GgmlDequantDigestScaled, EveryF16ScaleValueInEveryScaleField) {
   for (size_t field : GetParam().f16_fields) {
-    for (uint32_t chunk = 0; chunk < 65536; chunk += 4096) {
-      std::vector<uint8_t> blocks = random_blocks(4096);
-      for (uint32_t h = chunk; h < chunk + 4096; ++h) {
-        uint8_t* b = blocks.data() + (h - chunk) * info_->type_size;
-        b[field] = static_cast<uint8_t>(h);
-        b[field + 1] = static_cast<uint8_t>(h >> 8);
-      }
-      ASSERT_TRUE(all_agree(GetParam().type, blocks, chunk + 1, w_)) << "field " << field << " from " << chunk;
-    }
+    test::for_every_f16_scale(info_->type_size, field, [&] { return random_blocks(4096); },
+                              [&](const std::vector<uint8_t>& blocks, uint32_t chunk) {
+                                ASSERT_TRUE(all_agree(GetParam().type, blocks, chunk + 1, w_))
+                                    << "field " << field << " from " << chunk;
+                              });
   }
 }
 

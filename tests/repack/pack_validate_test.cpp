@@ -324,6 +324,24 @@ TEST_F(PackValidate, OldManifestWithoutTreeUsesTheSha256) {
   EXPECT_NE(all_findings(bad).find("reference SHA-256 is "), std::string::npos) << all_findings(bad);
 }
 
+// Beside a tree, the manifest's whole-file source.sha256 is proven by --deep (one stream):
+// a manifest edited there alone passes the tree check, and --deep names it.
+TEST_F(PackValidate, DeepProvesTheWholeFileSha256BesideATree) {
+  const std::string dir = copy(tree_pack());
+  PackManifest m;
+  Findings parsed;
+  ASSERT_TRUE(read_pack_manifest(dir, m, parsed)) << all_findings(parsed);
+  ASSERT_TRUE(m.source_tree.has_value());
+  std::string wrong = m.source_sha256;
+  wrong[0] = wrong[0] == '0' ? '1' : '0';
+  edit_manifest(dir, "\"sha256\":\"" + m.source_sha256 + "\"", "\"sha256\":\"" + wrong + "\"");
+  EXPECT_EQ(validate(dir, kFixture).items().size(), 0u);  // the tree alone: as documented
+  auto deep = validate(dir, kFixture, true);
+  ASSERT_EQ(deep.count_code("PACK_SOURCE_SHA256"), 1u) << all_findings(deep);
+  EXPECT_NE(all_findings(deep).find("the manifest's source has " + wrong), std::string::npos) << all_findings(deep);
+  EXPECT_EQ(validate(tree_pack(), kFixture, true).items().size(), 0u);
+}
+
 // Bad tree members in a pack's manifest: PACK_MANIFEST_FIELD naming the member, nothing
 // else checked (as for every other member).
 TEST_F(PackValidate, BadTreeMembersAreRefused) {
