@@ -178,6 +178,13 @@ const std::vector<GgmlAvx2Type>& ggml_avx2_types() {
 
 void PrintTo(const GgmlAvx2Type& t, std::ostream* os) { *os << ggml_type_info(t.type)->name; }
 
+std::vector<GgmlAvx2Type> ggml_avx2_scaled_types() {
+  std::vector<GgmlAvx2Type> v;
+  for (const auto& c : ggml_avx2_types())
+    if (!c.f16_fields.empty()) v.push_back(c);
+  return v;
+}
+
 void for_every_f16_scale(size_t type_size, size_t field, const std::function<std::vector<uint8_t>()>& make_blocks,
                          const std::function<void(const std::vector<uint8_t>& blocks, uint32_t chunk)>& check) {
   for (uint32_t chunk = 0; chunk < 65536; chunk += 4096) {

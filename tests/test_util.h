@@ -97,6 +97,8 @@ struct GgmlAvx2Type {
   std::vector<size_t> f16_fields;
 };
 const std::vector<GgmlAvx2Type>& ggml_avx2_types();
+// Those of them with f16 scale fields (for_every_f16_scale's cases).
+std::vector<GgmlAvx2Type> ggml_avx2_scaled_types();
 // Every binary16 value (zeros, denormals, normals, ±Inf, quiet and signalling NaNs) written
 // into the f16 scale field at byte `field` of `blocks` (4096 blocks of `type_size` bytes,
 // the rest left as they are): one call of `check` per 4096 values, the first being `chunk`.

@@ -650,10 +650,8 @@ class CheckpointVerifier : public Verifier {
       if (!be_.fp8_to_bf16(ws, row, g, kind, grid, std::span<uint16_t>(got.data(), n), error))
         return void(backend_failed(c, file, error));
       if (!digest) r_.input_bytes_decoded += n;
-      if (digest) {
-        // wb holds OUT's bytes already
-      } else if (out) {
-        if (!read(file_of(*out, *dst), dst->offset + row * g.cols * 2, wb)) return void(c.ok = false);
+      if (out) {  // OUT's bytes (already read for the digest)
+        if (!digest && !read(file_of(*out, *dst), dst->offset + row * g.cols * 2, wb)) return void(c.ok = false);
       } else {
         auto fault = kind == Fp8ScaleKind::e8m0 ? dequant_fp8_rows_e8m0(ws, row, g, grid, wb)
                                                 : dequant_fp8_rows_f32(ws, row, g, grid_f32, wb);

@@ -211,14 +211,7 @@ TEST_P(GgmlDequantDigestScaled, EveryF16ScaleValueInEveryScaleField) {
   }
 }
 
-std::vector<test::GgmlAvx2Type> scaled_types() {
-  std::vector<test::GgmlAvx2Type> v;
-  for (const auto& c : test::ggml_avx2_types())
-    if (!c.f16_fields.empty()) v.push_back(c);
-  return v;
-}
-
-INSTANTIATE_TEST_SUITE_P(Types, GgmlDequantDigestScaled, ::testing::ValuesIn(scaled_types()), case_name);
+INSTANTIATE_TEST_SUITE_P(Types, GgmlDequantDigestScaled, ::testing::ValuesIn(test::ggml_avx2_scaled_types()), case_name);
 
 class GgmlDequantDigestDomain : public ::testing::Test {
  protected:

@@ -125,14 +125,7 @@ TEST_P(GgmlDequantIsaScaled, EveryF16ScaleValueInEveryScaleField) {
   }
 }
 
-std::vector<TypeCase> scaled_cases() {
-  std::vector<TypeCase> v;
-  for (const TypeCase& c : cases())
-    if (!c.f16_fields.empty()) v.push_back(c);
-  return v;
-}
-
-INSTANTIATE_TEST_SUITE_P(Types, GgmlDequantIsaScaled, ::testing::ValuesIn(scaled_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Types, GgmlDequantIsaScaled, ::testing::ValuesIn(test::ggml_avx2_scaled_types()), case_name);
 
 // ---- exhaustive domains of single fields ------------------------------------------------
 
