@@ -335,6 +335,23 @@ class EmulatedBackend final : public DecodeBackend {
     out = digest_of(y.size(), w, [&](uint64_t i) { return uint32_t{f32_to_bf16_rne(y[i])}; });
     return true;
   }
+  // The device's INT8-shift digest: the decode above, its words' terms summed. Implemented
+  // (the tests compare it with the CPU's), but not offered to the verifier: on the host a
+  // digest saves no transfer and costs more than comparing the two decodes byte for byte.
+  bool has_int8_digest() const override { return false; }
+  bool int8_shift_digest(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         const DigestWeights& w, F32Digest& out, std::string& error) override {
+    if (!backend_args::int8_shift_ok(tiles.size(), shift2.size(), p, p.rows * p.k) || p.rows * p.k / 4 > kDigestMaxElems)
+      return fail(error, "int8_shift_digest: bad arguments");
+    std::vector<int8_t> q(p.rows * p.k);
+    if (!decode_int8_shift(tiles, shift2, p, q, error)) return false;
+    out = digest_of(q.size() / 4, w, [&](uint64_t i) {
+      uint32_t word;
+      std::memcpy(&word, q.data() + 4 * i, 4);  // little-endian: q[4i] in the low byte
+      return word;
+    });
+    return true;
+  }
 
  private:
   // The kernels' digest (k_digest): kern::digest_terms of every element's bits, summed.

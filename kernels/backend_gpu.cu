@@ -576,6 +576,10 @@ struct Bf16Bits {
 struct F32AsBf16Bits {
   __device__ uint32_t operator()(float x) const { return f32_to_bf16_rne(x); }
 };
+// Four int8 results as their little-endian word (int8_digest).
+struct WordBits {
+  __device__ uint32_t operator()(uint32_t x) const { return x; }
+};
 
 template <class T, class Bits>
 __global__ void k_digest(const T* x, uint64_t n, DigestTables t, unsigned long long* out) {
@@ -678,7 +682,7 @@ class PinnedBuffer {
 constexpr unsigned kLanes = 4;
 constexpr uint64_t kStageIn = uint64_t{16} << 20, kStageOut = uint64_t{16} << 20;
 // What the backend answers before and after it opens (OpeningBackend plans with it).
-constexpr BackendTraits kGpuTraits{kStageIn, uint64_t{kLanes} * (kStageIn + kStageOut), true, true, true};
+constexpr BackendTraits kGpuTraits{kStageIn, uint64_t{kLanes} * (kStageIn + kStageOut), true, true, true, true};
 
 struct Lane {
   gpuStream_t stream{};
@@ -900,6 +904,29 @@ class GpuBackend final : public DecodeBackend {
       launch_decode(reinterpret_cast<const uint32_t*>(dt), tiles.size() / 4, ds, p.rows, p.k,
                     reinterpret_cast<uint32_t*>(dq), l.stream);
       return l.get(q.data(), dq, q.size(), error) && l.finish("int8-shift decode kernel", error);
+    });
+  }
+
+  bool has_int8_digest() const override { return kGpuTraits.has_int8_digest; }
+  bool int8_shift_digest(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         const DigestWeights& dw8, F32Digest& out, std::string& error) override {
+    if (!backend_args::int8_shift_ok(tiles.size(), shift2.size(), p, p.rows * p.k) || p.rows * p.k / 4 > kDigestMaxElems)
+      return bad(error, "int8_shift_digest");
+    const uint64_t words = p.rows * p.k / 4;
+    return on_lane(error, [&](Lane& l) {
+      DigestTables dt{};
+      if (!digest_tables(dw8, dt, error)) return false;
+      auto* dtiles = static_cast<uint8_t*>(l.in.get(tiles.size(), error));
+      auto* ds = static_cast<uint8_t*>(l.aux.get(align(shift2.size()) + 16, error));
+      auto* dq = static_cast<uint32_t*>(l.out.get(words * 4, error));
+      if (!dtiles || !ds || !dq) return false;
+      auto* dsum = reinterpret_cast<unsigned long long*>(ds + align(shift2.size()));
+      if (!l.put(dtiles, tiles.data(), tiles.size(), error) || !l.put(ds, shift2.data(), shift2.size(), error))
+        return false;
+      if (!check(gpuMemsetAsync(dsum, 0, 16, l.stream), "clearing the digest", error)) return false;
+      launch_decode(reinterpret_cast<const uint32_t*>(dtiles), tiles.size() / 4, ds, p.rows, p.k, dq, l.stream);
+      k_digest<uint32_t, WordBits><<<resident_grid(words, sms_), kThreads, 0, l.stream>>>(dq, words, dt, dsum);
+      return fetch_digest(l, dsum, out, "int8-shift digest kernel", error);
     });
   }
 

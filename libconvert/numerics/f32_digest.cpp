@@ -34,11 +34,12 @@ struct Inner {
   uint64_t a, b;
 };
 
-Inner inner_scalar(const float* x, uint64_t n, uint64_t j0, const DigestWeights& w) {
+// x: n 32-bit elements (floats' bit patterns or little-endian words), any alignment.
+Inner inner_scalar(const uint8_t* x, uint64_t n, uint64_t j0, const DigestWeights& w) {
   uint64_t a = 0, b = 0;
   for (uint64_t t = 0; t < n; ++t) {
     uint32_t bits;
-    std::memcpy(&bits, x + t, 4);
+    std::memcpy(&bits, x + 4 * t, 4);
     a += uint64_t{bits} * w.inner_a[j0 + t];
     b += uint64_t{bits} * w.inner_b[j0 + t];
   }
@@ -46,7 +47,7 @@ Inner inner_scalar(const float* x, uint64_t n, uint64_t j0, const DigestWeights&
 }
 
 #if defined(__x86_64__)
-CKPT_AVX2 Inner inner_avx2(const float* x, uint64_t n, uint64_t j0, const DigestWeights& w) {
+CKPT_AVX2 Inner inner_avx2(const uint8_t* x, uint64_t n, uint64_t j0, const DigestWeights& w) {
   const uint32_t *wa = w.inner_a.data() + j0, *wb = w.inner_b.data() + j0;
   const auto* xs = reinterpret_cast<const __m256i*>(x);
   digest_avx2::Sums s, t;  // two sets of sums: two vectors in flight
@@ -59,7 +60,11 @@ CKPT_AVX2 Inner inner_avx2(const float* x, uint64_t n, uint64_t j0, const Digest
     digest_avx2::add8(t, _mm256_loadu_si256(xs + q + 1), wa + 8 * q + 8, wb + 8 * q + 8);
   }
   if (q < octs) digest_avx2::add8(s, _mm256_loadu_si256(xs + q), wa + 8 * q, wb + 8 * q);
-  for (uint64_t e = 8 * octs; e < n; ++e) digest_avx2::add1(s, std::bit_cast<uint32_t>(x[e]), wa[e], wb[e]);
+  for (uint64_t e = 8 * octs; e < n; ++e) {
+    uint32_t bits;
+    std::memcpy(&bits, x + 4 * e, 4);
+    digest_avx2::add1(s, bits, wa[e], wb[e]);
+  }
   Inner r, r2;
   digest_avx2::finish(s, r.a, r.b);
   digest_avx2::finish(t, r2.a, r2.b);
@@ -88,22 +93,25 @@ uint64_t digest_fresh_key() {
   return splitmix64(state);
 }
 
-F32Digest f32_digest_isa(DequantIsa isa, std::span<const float> x, uint64_t first_index, const DigestWeights& w) {
+namespace {
+
+// n 32-bit elements at x (any alignment), the first of them element first_index.
+F32Digest digest_of_words(DequantIsa isa, const uint8_t* x, uint64_t n_words, uint64_t first_index,
+                          const DigestWeights& w) {
   F32Digest d;
-  static_assert(sizeof(float) == sizeof(uint32_t));
 #if defined(__x86_64__)
   const bool avx2 = isa != DequantIsa::scalar && ggml_dequant_best_isa() == DequantIsa::avx2;
 #else
   (void)isa;
   const bool avx2 = false;
 #endif
-  for (uint64_t done = 0, i = first_index; done < x.size();) {
+  for (uint64_t done = 0, i = first_index; done < n_words;) {
     const uint64_t block = i / kDigestSpan, j0 = i % kDigestSpan;
-    const uint64_t n = std::min<uint64_t>(kDigestSpan - j0, x.size() - done);
+    const uint64_t n = std::min<uint64_t>(kDigestSpan - j0, n_words - done);
 #if defined(__x86_64__)
-    const Inner s = avx2 ? inner_avx2(x.data() + done, n, j0, w) : inner_scalar(x.data() + done, n, j0, w);
+    const Inner s = avx2 ? inner_avx2(x + 4 * done, n, j0, w) : inner_scalar(x + 4 * done, n, j0, w);
 #else
-    const Inner s = inner_scalar(x.data() + done, n, j0, w);
+    const Inner s = inner_scalar(x + 4 * done, n, j0, w);
 #endif
     d.a += s.a * w.outer_a[block];
     d.b += s.b * w.outer_b[block];
@@ -111,6 +119,13 @@ F32Digest f32_digest_isa(DequantIsa isa, std::span<const float> x, uint64_t firs
     i += n;
   }
   return d;
+}
+
+}  // namespace
+
+F32Digest f32_digest_isa(DequantIsa isa, std::span<const float> x, uint64_t first_index, const DigestWeights& w) {
+  static_assert(sizeof(float) == sizeof(uint32_t));
+  return digest_of_words(isa, reinterpret_cast<const uint8_t*>(x.data()), x.size(), first_index, w);
 }
 
 F32Digest f32_digest(std::span<const float> x, uint64_t first_index, const DigestWeights& w) {
@@ -131,6 +146,17 @@ F32Digest bf16_digest(std::span<const uint8_t> le_bytes, uint64_t first_index, c
     d += f32_digest(std::span<const float>(wide, m), first_index + done, w);
   }
   return d;
+}
+
+// Little-endian words on every target ckptkit builds for (x86-64, aarch64): the bytes are the
+// words, so they are digested where they lie.
+static_assert(std::endian::native == std::endian::little);
+F32Digest int8_digest_isa(DequantIsa isa, std::span<const int8_t> q, uint64_t first_word, const DigestWeights& w) {
+  return digest_of_words(isa, reinterpret_cast<const uint8_t*>(q.data()), q.size() / 4, first_word, w);
+}
+
+F32Digest int8_digest(std::span<const int8_t> q, uint64_t first_word, const DigestWeights& w) {
+  return int8_digest_isa(ggml_dequant_isa(), q, first_word, w);
 }
 
 }  // namespace ckpt

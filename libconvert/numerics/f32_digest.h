@@ -68,4 +68,12 @@ F32Digest f32_digest_isa(DequantIsa isa, std::span<const float> x, uint64_t firs
 // the verifier compares with a device's digest of the BF16 a conversion wrote.
 F32Digest bf16_digest(std::span<const uint8_t> le_bytes, uint64_t first_index, const DigestWeights& w);
 
+// The digest of int8 values taken four at a time as little-endian 32-bit words: word j holds
+// q[4j .. 4j+3] (q[4j+t] in bits 8t .. 8t+7) and is element first_word + j above. A changed
+// value changes its word by less than 2^32, so the argument holds, and the digest costs a
+// quarter of one taken per value (the device sums the words its INT8-shift decode wrote).
+// Precondition: q.size() % 4 == 0 and first_word + q.size() / 4 <= kDigestMaxElems.
+F32Digest int8_digest(std::span<const int8_t> q, uint64_t first_word, const DigestWeights& w);
+F32Digest int8_digest_isa(DequantIsa isa, std::span<const int8_t> q, uint64_t first_word, const DigestWeights& w);
+
 }  // namespace ckpt

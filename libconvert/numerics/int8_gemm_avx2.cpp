@@ -12,9 +12,11 @@
 //   in any order; no partial sum can overflow (each is a sum of at most k products of
 //   magnitude ≤ 128², and k ≤ INT32_MAX / 128²);
 // - double: each lane is its own chain in the documented order (lane j: i ≡ j mod 4, i rising),
-//   one IEEE multiply and one IEEE add per term, no FMA (the target has none and the file is
-//   built with -ffp-contract=off), the lanes combined as (l0 + l1) + (l2 + l3) — the order the
-//   scalar loop writes out.
+//   the lanes combined as (l0 + l1) + (l2 + l3) — the order the scalar loop writes out. A term
+//   is a product of two floats widened to double, exact (24 + 24 significant bits fit in 53,
+//   and no float product leaves double's exponent range), so the fused multiply-add this loop
+//   uses rounds once where the scalar loop's add does, to the same bits (-ffp-contract=off
+//   keeps the compiler from fusing anything else in the file).
 #include "numerics/int8_gemm_avx2.h"
 
 #include "numerics/int8_shift.h"
@@ -25,6 +27,8 @@
 #include <vector>
 
 #define CKPT_AVX2 __attribute__((target("avx2")))
+// The double product's loops also use FMA (a CPU check of its own: fma_supported()).
+#define CKPT_AVX2_FMA __attribute__((target("avx2,fma")))
 // The tiles' loops over their rows and columns are unrolled, so that the accumulators live
 // in registers (at -O2 GCC would keep the arrays in memory).
 #define CKPT_UNROLL _Pragma("GCC unroll 8")
@@ -83,7 +87,7 @@ CKPT_AVX2 void int32_rows(const int8_t* a, const int8_t* q, uint64_t n, uint64_t
 // R rows of x (float, widened on the fly) × C columns of w (already widened to double by the
 // caller, wd[c·k + i]): y[r·n + c].
 template <int R, int C>
-CKPT_AVX2 void f64_tile(const float* x, const double* wd, uint64_t n, uint64_t k, double* y) {
+CKPT_AVX2_FMA void f64_tile(const float* x, const double* wd, uint64_t n, uint64_t k, double* y) {
   __m256d s[R][C];
   CKPT_UNROLL
   for (int r = 0; r < R; ++r)
@@ -98,7 +102,7 @@ CKPT_AVX2 void f64_tile(const float* x, const double* wd, uint64_t n, uint64_t k
     for (int c = 0; c < C; ++c) {
       const __m256d wv = _mm256_loadu_pd(wd + c * k + i);
       CKPT_UNROLL
-      for (int r = 0; r < R; ++r) s[r][c] = _mm256_add_pd(s[r][c], _mm256_mul_pd(xv[r], wv));
+      for (int r = 0; r < R; ++r) s[r][c] = _mm256_fmadd_pd(xv[r], wv, s[r][c]);
     }
   }
   CKPT_UNROLL
@@ -117,7 +121,7 @@ CKPT_AVX2 void f64_tile(const float* x, const double* wd, uint64_t n, uint64_t k
 
 // Columns [c, c + C) of w widened into wd, then every row of x against them.
 template <int C>
-CKPT_AVX2 void f64_columns(const float* x, const float* w, uint64_t m, uint64_t n, uint64_t k, uint64_t c,
+CKPT_AVX2_FMA void f64_columns(const float* x, const float* w, uint64_t m, uint64_t n, uint64_t k, uint64_t c,
                            double* wd, double* y) {
   for (uint64_t i = 0; i < C * k; ++i) wd[i] = static_cast<double>(w[c * k + i]);
   uint64_t r = 0;
@@ -130,7 +134,8 @@ CKPT_AVX2 void f64_columns(const float* x, const float* w, uint64_t m, uint64_t 
 // Per 16-byte chunk (one row's 32-block): the bytes put in source order by one shuffle (the
 // inverse of kTileSourceByte), split into low and high nibbles, each looked up in the
 // 16-entry table lut_x2[c] << shift (exact int8: |value| <= 96), and interleaved low/high.
-CKPT_AVX2 void decode_int8_shift(const uint8_t* mxfp4, const uint8_t* shift2, uint64_t rows, uint64_t k, int8_t* q) {
+CKPT_AVX2 void decode_int8_shift(const uint8_t* mxfp4, const uint8_t* shift2, uint64_t rows, uint64_t k,
+                                 uint64_t g_begin, uint64_t g_end, int8_t* q) {
   alignas(16) uint8_t inverse[16];
   for (uint8_t i = 0; i < 16; ++i) inverse[kTileSourceByte[i]] = i;
   alignas(16) int8_t lut[4][16];
@@ -143,7 +148,7 @@ CKPT_AVX2 void decode_int8_shift(const uint8_t* mxfp4, const uint8_t* shift2, ui
   const uint64_t groups = (rows + 7) / 8, blocks = k / 32;
   constexpr uint64_t kStrip = 8;  // the scalar loop's order (int8_gemm_ref.cpp)
   for (uint64_t kb0 = 0; kb0 < blocks; kb0 += kStrip) {
-    for (uint64_t g = 0; g < groups; ++g) {
+    for (uint64_t g = g_begin; g < g_end; ++g) {
       const uint64_t group_rows = rows - g * 8 < 8 ? rows - g * 8 : 8;
       const uint64_t kb_end = blocks < kb0 + kStrip ? blocks : kb0 + kStrip;
       for (uint64_t kb = kb0; kb < kb_end; ++kb) {
@@ -155,7 +160,7 @@ CKPT_AVX2 void decode_int8_shift(const uint8_t* mxfp4, const uint8_t* shift2, ui
               _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * r8)), perm);
           const __m128i lo = _mm_shuffle_epi8(lt, _mm_and_si128(src, nibble));
           const __m128i hi = _mm_shuffle_epi8(lt, _mm_and_si128(_mm_srli_epi16(src, 4), nibble));
-          int8_t* out = q + (g * 8 + r8) * k + kb * 32;
+          int8_t* out = q + ((g - g_begin) * 8 + r8) * k + kb * 32;
           _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi8(lo, hi));
           _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_unpackhi_epi8(lo, hi));
         }
@@ -170,11 +175,16 @@ CKPT_AVX2 void int32_gemm(const int8_t* a, const int8_t* q, uint64_t m, uint64_t
   if (r < m) int32_rows<1>(a + r * k, q, n, k, acc + r * n);
 }
 
-CKPT_AVX2 void f64_gemm(const float* x, const float* w, uint64_t m, uint64_t n, uint64_t k, double* y) {
+CKPT_AVX2_FMA void f64_gemm(const float* x, const float* w, uint64_t m, uint64_t n, uint64_t k, double* y) {
   std::vector<double> wd(4 * k);  // four columns of w as double, used by every row
   uint64_t c = 0;
   for (; c + 4 <= n; c += 4) f64_columns<4>(x, w, m, n, k, c, wd.data(), y);
   for (; c < n; ++c) f64_columns<1>(x, w, m, n, k, c, wd.data(), y);
+}
+
+bool fma_supported() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
 }
 
 }  // namespace ckpt::int8_gemm_avx2
@@ -182,9 +192,10 @@ CKPT_AVX2 void f64_gemm(const float* x, const float* w, uint64_t m, uint64_t n, 
 #else  // not x86: never called (the dispatch runs the scalar loops)
 
 namespace ckpt::int8_gemm_avx2 {
-void decode_int8_shift(const uint8_t*, const uint8_t*, uint64_t, uint64_t, int8_t*) {}
+void decode_int8_shift(const uint8_t*, const uint8_t*, uint64_t, uint64_t, uint64_t, uint64_t, int8_t*) {}
 void int32_gemm(const int8_t*, const int8_t*, uint64_t, uint64_t, uint64_t, int32_t*) {}
 void f64_gemm(const float*, const float*, uint64_t, uint64_t, uint64_t, double*) {}
+bool fma_supported() { return false; }
 }  // namespace ckpt::int8_gemm_avx2
 
 #endif

@@ -82,13 +82,15 @@ bool decode_int8_shift(std::span<const uint8_t> mxfp4_slab, std::span<const uint
   return decode_int8_shift_isa(ggml_dequant_isa(), mxfp4_slab, shift2_slab, p, q_out);
 }
 
-bool decode_int8_shift_isa(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
-                           const RemapParams& p, std::span<int8_t> q_out) {
-  if (p.k == 0 || p.k % kBlock != 0 || p.rows == 0 || !size_is(q_out.size(), p.rows, p.k)) return false;
-  if (mxfp4_slab.size() != remap_mxfp4_bytes(p) || shift2_slab.size() != remap_shift2_bytes(p)) return false;
+namespace {
+
+// Row groups [g_begin, g_end) of one expert (rows [8·g_begin, min(8·g_end, p.rows))) into q,
+// which starts at row 8·g_begin. Preconditions: p and the slabs valid (decode_int8_shift_isa).
+void decode_groups(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
+                   const RemapParams& p, uint64_t g_begin, uint64_t g_end, int8_t* q) {
   if (isa == DequantIsa::avx2 && ggml_dequant_best_isa() == DequantIsa::avx2) {
-    int8_gemm_avx2::decode_int8_shift(mxfp4_slab.data(), shift2_slab.data(), p.rows, p.k, q_out.data());
-    return true;
+    int8_gemm_avx2::decode_int8_shift(mxfp4_slab.data(), shift2_slab.data(), p.rows, p.k, g_begin, g_end, q);
+    return;
   }
   static const PairTable table;
   const uint64_t groups = ceil_div(p.rows, kRowsPerGroup), blocks = p.k / kBlock;
@@ -98,7 +100,7 @@ bool decode_int8_shift_isa(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, 
   // every tile 8 times at a stride of G·128 bytes; kb by kb would scatter the writes.)
   constexpr uint64_t kStrip = 8;
   for (uint64_t kb0 = 0; kb0 < blocks; kb0 += kStrip) {
-    for (uint64_t g = 0; g < groups; ++g) {
+    for (uint64_t g = g_begin; g < g_end; ++g) {
       const uint64_t rows = std::min(kRowsPerGroup, p.rows - g * kRowsPerGroup);
       for (uint64_t kb = kb0; kb < std::min(blocks, kb0 + kStrip); ++kb) {
         const uint8_t* tile = mxfp4_slab.data() + (kb * groups + g) * kTileBytes;
@@ -106,15 +108,51 @@ bool decode_int8_shift_isa(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, 
           const uint64_t row = g * kRowsPerGroup + r8;
           const uint8_t* chunk = tile + r8 * kBlockBytes;
           const uint16_t* pair = table.pair[shift_of(shift2_slab, groups, row, kb)];
-          int8_t* q = q_out.data() + row * p.k + kb * kBlock;
+          int8_t* out = q + (row - g_begin * kRowsPerGroup) * p.k + kb * kBlock;
           for (uint64_t i = 0; i < kBlockBytes; ++i) {  // elements 2j (low nibble) and 2j+1 (high)
             const uint16_t v = pair[chunk[i]];
-            q[2 * kTileSourceByte[i]] = static_cast<int8_t>(v & 0xFF);
-            q[2 * kTileSourceByte[i] + 1] = static_cast<int8_t>(v >> 8);
+            out[2 * kTileSourceByte[i]] = static_cast<int8_t>(v & 0xFF);
+            out[2 * kTileSourceByte[i] + 1] = static_cast<int8_t>(v >> 8);
           }
         }
       }
     }
+  }
+}
+
+bool decode_args_ok(std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab, const RemapParams& p) {
+  return p.k != 0 && p.k % kBlock == 0 && p.rows != 0 && size_is(p.rows * p.k, p.rows, p.k) &&
+         mxfp4_slab.size() == remap_mxfp4_bytes(p) && shift2_slab.size() == remap_shift2_bytes(p);
+}
+
+}  // namespace
+
+bool decode_int8_shift_isa(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
+                           const RemapParams& p, std::span<int8_t> q_out) {
+  if (!decode_args_ok(mxfp4_slab, shift2_slab, p) || !size_is(q_out.size(), p.rows, p.k)) return false;
+  decode_groups(isa, mxfp4_slab, shift2_slab, p, 0, ceil_div(p.rows, kRowsPerGroup), q_out.data());
+  return true;
+}
+
+bool int8_shift_digest(std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab, const RemapParams& p,
+                       const DigestWeights& w, F32Digest& out) {
+  return int8_shift_digest_isa(ggml_dequant_isa(), mxfp4_slab, shift2_slab, p, w, out);
+}
+
+bool int8_shift_digest_isa(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
+                           const RemapParams& p, const DigestWeights& w, F32Digest& out) {
+  if (!decode_args_ok(mxfp4_slab, shift2_slab, p) || p.rows * p.k / 4 > kDigestMaxElems) return false;
+  // Row groups decoded into a piece of about 256 KiB (in L2) and digested there: the decode
+  // never reaches main memory. Rows are k bytes (k % 32 == 0), so pieces are whole words.
+  const uint64_t groups = ceil_div(p.rows, kRowsPerGroup), group_bytes = kRowsPerGroup * p.k;
+  const uint64_t per_piece = std::max<uint64_t>(1, (uint64_t{256} << 10) / group_bytes);
+  std::vector<int8_t> piece(std::min(groups, per_piece) * group_bytes);
+  out = F32Digest{};
+  for (uint64_t g = 0; g < groups; g += per_piece) {
+    const uint64_t g_end = std::min(groups, g + per_piece);
+    const uint64_t bytes = (std::min(p.rows, g_end * kRowsPerGroup) - g * kRowsPerGroup) * p.k;
+    decode_groups(isa, mxfp4_slab, shift2_slab, p, g, g_end, piece.data());
+    out += int8_digest_isa(isa, std::span<const int8_t>(piece.data(), bytes), g * group_bytes / 4, w);
   }
   return true;
 }
@@ -172,7 +210,7 @@ bool gemm_f64_isa(DequantIsa isa, std::span<const float> x, std::span<const floa
                   uint64_t k, std::span<double> y) {
   if (!size_is(x.size(), m, k) || !size_is(w.size(), n, k) || !size_is(y.size(), m, n)) return false;
   if (m == 0 || n == 0) return true;
-  if (isa == DequantIsa::avx2 && ggml_dequant_best_isa() == DequantIsa::avx2) {
+  if (isa == DequantIsa::avx2 && ggml_dequant_best_isa() == DequantIsa::avx2 && int8_gemm_avx2::fma_supported()) {
     int8_gemm_avx2::f64_gemm(x.data(), w.data(), m, n, k, y.data());
     return true;
   }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <span>
 
+#include "numerics/f32_digest.h"
 #include "numerics/ggml_dequant.h"
 #include "numerics/int8_shift.h"
 
@@ -36,6 +37,14 @@ bool decode_int8_shift(std::span<const uint8_t> mxfp4_slab, std::span<const uint
 bool decode_int8_shift_isa(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
                            const RemapParams& p, std::span<int8_t> q_out);
 
+// int8_digest (f32_digest.h) of that decode, q's words numbered from 0, computed piece by
+// piece in cache without the whole q: what the verifier compares with a device's digest of
+// its decode. False as decode_int8_shift is, or when q has more than kDigestMaxElems words.
+bool int8_shift_digest(std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab, const RemapParams& p,
+                       const DigestWeights& w, F32Digest& out);
+bool int8_shift_digest_isa(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
+                           const RemapParams& p, const DigestWeights& w, F32Digest& out);
+
 // acc[r][c] = Σ_k a[r][k]·q[c][k] in int32 (a [m, k], q [n, k]);
 // out_bf16[r][c] = bf16_rne((float(acc) · a_scale[r]) · channel_scale[c]) in fp32, left to right.
 // acc_out may be empty (not wanted), else m·n. False on a size mismatch or when k is so large
@@ -50,8 +59,9 @@ bool int8_gemm_bf16_isa(DequantIsa isa, std::span<const int8_t> a, std::span<con
 
 // y[r][c] = Σ_i x[r][i]·w[c][i] in double (x [m, k], w [n, k] fp32; every product exact),
 // summed in one fixed order, whatever the ISA or the caller's split of rows and columns:
-// four lanes, lane j (0..3) the terms i ≡ j (mod 4) added in rising i to 0.0 (one IEEE
-// multiply and one IEEE add each, no FMA), then y = (lane0 + lane1) + (lane2 + lane3).
+// four lanes, lane j (0..3) the terms i ≡ j (mod 4) added in rising i to 0.0 (each product
+// exact in double, one IEEE add each: a fused multiply-add, as the AVX2 loop uses, gives the
+// same bits), then y = (lane0 + lane1) + (lane2 + lane3).
 // False on a size mismatch.
 bool gemm_f64(std::span<const float> x, std::span<const float> w, uint64_t m, uint64_t n, uint64_t k,
               std::span<double> y);

@@ -94,6 +94,16 @@ class DecodeBackend {
     error = "this backend has no digest";
     return false;
   }
+  // The INT8-shift decode digested on the device (int8_digest: q's 32-bit words numbered
+  // from 0, at most kDigestMaxElems of them) and only the digest returned: what the verifier
+  // compares with the CPU's int8_shift_digest of the same slabs instead of bringing q back.
+  virtual bool has_int8_digest() const { return false; }
+  virtual bool int8_shift_digest(std::span<const uint8_t> /*mxfp4_slab*/, std::span<const uint8_t> /*shift2_slab*/,
+                                 const RemapParams& /*p*/, const DigestWeights& /*w*/, F32Digest& /*out*/,
+                                 std::string& error) {
+    error = "this backend has no digest";
+    return false;
+  }
 };
 
 // A backend that passes every call to another one: the base of the verifier's wrappers
@@ -145,6 +155,11 @@ class ForwardingBackend : public DecodeBackend {
   bool mxfp4_bf16_digest(std::span<const uint8_t> wt, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
                          const DigestWeights& w, F32Digest& out, std::string& error) override {
     return inner_->mxfp4_bf16_digest(wt, scale, rows, k, w, out, error);
+  }
+  bool has_int8_digest() const override { return inner_->has_int8_digest(); }
+  bool int8_shift_digest(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         const DigestWeights& w, F32Digest& out, std::string& error) override {
+    return inner_->int8_shift_digest(tiles, shift2, p, w, out, error);
   }
 
  protected:

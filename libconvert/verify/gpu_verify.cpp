@@ -287,6 +287,14 @@ class Verifier {
     return false;
   }
   uint64_t chunk_bytes() const { return std::max<uint64_t>(1, be_.max_chunk_bytes()); }
+  // Fail closed: digests that disagree over results compared equal element by element mean a
+  // broken digest kernel. `step`: where the step starts ("the step at byte N", "expert 3").
+  void digest_kernel_wrong(VerifyCheck& c, const std::string& file, const std::string& step, const char* results) {
+    backend_failed(c, file,
+                   "the device's digest of " + step + " disagrees with the CPU's while its " + results +
+                       ": the digest kernel is wrong");
+  }
+  static std::string step_at(uint64_t offset) { return "the step at byte " + std::to_string(offset); }
 
   DecodeBackend& be_;
   const VerifyOptions& o_;
@@ -562,7 +570,7 @@ class CheckpointVerifier : public Verifier {
                           v.size_slabs(p, b.got);
                           s.stages.buffers += lap.next();
                           if (!v.read_slabs(model, t, *sh, *cs, e, b.got)) return;
-                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, b)) return;
+                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, b, v.int8_digest(p, gemm))) return;
                           if (gemm) v.verify_gemm(model.view.file_of(t), t.name, e, p, b, false);
                         }});
       }
@@ -674,7 +682,7 @@ class CheckpointVerifier : public Verifier {
                      fmt(bf16_value(want[*i])) + ")");
         return;
       }
-      if (digest) return void(digest_kernel_wrong(c, file, dst->offset + row * g.cols * 2));
+      if (digest) return void(bf16_digest_wrong(c, file, dst->offset + row * g.cols * 2));
     }
   }
 
@@ -689,11 +697,8 @@ class CheckpointVerifier : public Verifier {
     r_.stages.compare += lap.next();
     return same;
   }
-  // Fail closed: digests that disagree over equal values mean a broken digest kernel.
-  void digest_kernel_wrong(VerifyCheck& c, const std::string& file, uint64_t offset) {
-    backend_failed(c, file,
-                   "the device's digest of the step at byte " + std::to_string(offset) +
-                       " disagrees with the CPU's while its BF16 results equal the converted bytes: the digest kernel is wrong");
+  void bf16_digest_wrong(VerifyCheck& c, const std::string& file, uint64_t offset) {
+    digest_kernel_wrong(c, file, step_at(offset), "BF16 results equal the converted bytes");
   }
 
   // A routed expert of a --experts bf16 conversion: the device's MXFP4 decode of IN, rounded
@@ -744,7 +749,7 @@ class CheckpointVerifier : public Verifier {
           return;
         }
       }
-      if (digest) return void(digest_kernel_wrong(c, out.view.file_of(dst), dst.offset + row * k * 2));
+      if (digest) return void(bf16_digest_wrong(c, out.view.file_of(dst), dst.offset + row * k * 2));
     }
   }
 
@@ -770,35 +775,58 @@ class CheckpointVerifier : public Verifier {
     return {ng * 8 + lane / 4, 32 * kb + 2 * j + (high ? 1 : 0)};
   }
 
+  // Whether an expert's decode is compared by digest (DecodeBackend::has_int8_digest): not
+  // where the GEMM check needs the CPU's q, nor past kDigestMaxElems words.
+  bool int8_digest(const RemapParams& p, bool gemm) const {
+    return !gemm && be_.has_int8_digest() && !o_.full_compare && r_.digest && p.rows * p.k / 4 <= kDigestMaxElems;
+  }
+
   // The CPU decode of OUT's slabs (kept in b.q_cpu for the GEMM check) against the device's.
+  // With `digest`, first the two decodes' digests (16 bytes back, the CPU's decoded in cache);
+  // only when they differ are both decoded in full and compared to name the element.
   bool verify_decode(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
-                     ExpertBuffers& b) {
+                     ExpertBuffers& b, bool digest) {
     VerifyCheck& c = add_check("int8_shift_decode", tensor, "expert " + std::to_string(e), p.rows * p.k);
     const Slabs& got = b.got;
-    std::vector<int8_t>&q_cpu = b.q_cpu, &q_dev = b.q_dev;
+    const std::string expert = "expert " + std::to_string(e);
+    auto cannot_decode = [&] {
+      c.ok = false;
+      r_.findings.error("VERIFY_LAYOUT", file, tensor, std::nullopt, expert + " cannot be decoded");
+      return false;
+    };
     Lap lap;
+    std::string error;
+    if (digest) {
+      F32Digest cpu, device;
+      if (!int8_shift_digest(got.mxfp4, got.shift2, p, *r_.digest, cpu)) return cannot_decode();
+      r_.stages.cpu_reference += lap.next();
+      if (!be_.int8_shift_digest(got.mxfp4, got.shift2, p, *r_.digest, device, error))
+        return backend_failed(c, file, error);
+      r_.input_bytes_decoded += got.mxfp4.size() + got.shift2.size();
+      lap.next();  // the device's time: TimedBackend
+      if (cpu == device) return true;
+    }
+    std::vector<int8_t>&q_cpu = b.q_cpu, &q_dev = b.q_dev;
     // Pooled, not cleared: both decodes write every element (the device's output, like the
     // GPU backend's device buffers, holds the previous expert's values before the call).
     q_cpu.resize(p.rows * p.k);
     q_dev.resize(q_cpu.size());
     r_.stages.buffers += lap.next();
-    if (!decode_int8_shift(got.mxfp4, got.shift2, p, q_cpu)) {
-      c.ok = false;
-      r_.findings.error("VERIFY_LAYOUT", file, tensor, std::nullopt, "expert " + std::to_string(e) + " cannot be decoded");
-      return false;
-    }
+    if (!decode_int8_shift(got.mxfp4, got.shift2, p, q_cpu)) return cannot_decode();
     r_.stages.cpu_reference += lap.next();
-    std::string error;
     if (!be_.decode_int8_shift(got.mxfp4, got.shift2, p, q_dev, error)) return backend_failed(c, file, error);
-    r_.input_bytes_decoded += got.mxfp4.size() + got.shift2.size();
+    if (!digest) r_.input_bytes_decoded += got.mxfp4.size() + got.shift2.size();
     lap.next();  // the device's time: TimedBackend
     const auto diff = first_difference<int8_t>(q_dev, q_cpu);
     r_.stages.compare += lap.next();
     if (auto i = diff) {
       mismatch(c, file, std::nullopt,
-               "expert " + std::to_string(e) + " row " + std::to_string(*i / p.k) + " column " +
-                   std::to_string(*i % p.k) + ": device decode " + std::to_string(q_dev[*i]) + " vs CPU " +
-                   std::to_string(q_cpu[*i]));
+               expert + " row " + std::to_string(*i / p.k) + " column " + std::to_string(*i % p.k) +
+                   ": device decode " + std::to_string(q_dev[*i]) + " vs CPU " + std::to_string(q_cpu[*i]));
+      return false;
+    }
+    if (digest) {
+      digest_kernel_wrong(c, file, expert + "'s decode", "decode equals the CPU's");
       return false;
     }
     return true;
@@ -938,8 +966,8 @@ class CheckpointVerifier : public Verifier {
       const bool slabs_equal = compare_slabs(bc, out, mx, *sh, *cs, p, e, got, want);
       r_.stages.compare += lap.next();
       if (!slabs_equal) return;
-      if (!verify_decode(file, mx.name, e, p, b)) return;
-      if (o_.gemm_experts != 0 && e >= o_.gemm_experts) return;
+      const bool gemm = o_.gemm_experts == 0 || e < o_.gemm_experts;
+      if (!verify_decode(file, mx.name, e, p, b, int8_digest(p, gemm)) || !gemm) return;
       if (!verify_mxfp4(file, mx.name, e, p, parts, b.w_orig)) return;
       verify_gemm(file, mx.name, e, p, b, true);
     }
@@ -1162,10 +1190,7 @@ class GgufVerifier : public Verifier {
                      StepBuffers::take(bufs->want, pe)))
           return;
       }
-      // Fail closed: digests that disagree over equal values mean a broken digest kernel.
-      backend_failed(c, src.path(),
-                     "the device's digest of the step at byte " + std::to_string(src_offset + done) +
-                         " disagrees with the CPU's while its f32 results equal the CPU's: the digest kernel is wrong");
+      digest_kernel_wrong(c, src.path(), step_at(src_offset + done), "f32 results equal the CPU's");
       return;
     }
   }
@@ -1385,6 +1410,10 @@ class AroundBackend final : public ForwardingBackend {
   bool mxfp4_bf16_digest(std::span<const uint8_t> wt, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
                          const DigestWeights& w, F32Digest& out, std::string& error) override {
     return around(CallKind::mxfp4, [&] { return inner().mxfp4_bf16_digest(wt, scale, rows, k, w, out, error); });
+  }
+  bool int8_shift_digest(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         const DigestWeights& w, F32Digest& out, std::string& error) override {
+    return around(CallKind::int8_decode, [&] { return inner().int8_shift_digest(tiles, shift2, p, w, out, error); });
   }
 };
 

@@ -25,6 +25,7 @@ struct BackendTraits {
   bool concurrent = false;
   bool has_ggml_digest = false;
   bool has_bf16_digest = false;
+  bool has_int8_digest = false;
 };
 
 class OpeningBackend final : public DecodeBackend {
@@ -49,6 +50,7 @@ class OpeningBackend final : public DecodeBackend {
   uint64_t host_memory() const override { return traits_.host_memory; }
   bool has_ggml_digest() const override { return traits_.has_ggml_digest; }
   bool has_bf16_digest() const override { return traits_.has_bf16_digest; }
+  bool has_int8_digest() const override { return traits_.has_int8_digest; }
   BackendState state(std::string* why = nullptr) const override {
     if (opened_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return BackendState::opening;
     const Opened& o = opened_.get();
@@ -101,6 +103,11 @@ class OpeningBackend final : public DecodeBackend {
                          const DigestWeights& w, F32Digest& out, std::string& error) override {
     DecodeBackend* b = inner(error);
     return b && b->mxfp4_bf16_digest(wt, scale, rows, k, w, out, error);
+  }
+  bool int8_shift_digest(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         const DigestWeights& w, F32Digest& out, std::string& error) override {
+    DecodeBackend* b = inner(error);
+    return b && b->int8_shift_digest(tiles, shift2, p, w, out, error);
   }
 
  private:

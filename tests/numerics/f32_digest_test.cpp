@@ -77,6 +77,35 @@ TEST(F32Digest, Bf16DigestIsTheDefinitionOverTheSixteenBitValues) {
   }
 }
 
+// int8 values four to a little-endian word: each word is one element's bits, at any offset
+// and length; one changed value always changes the digest.
+TEST(F32Digest, Int8DigestIsTheDefinitionOverLittleEndianWords) {
+  const DigestWeights w(0x5151);
+  std::mt19937_64 rng(13);
+  for (int round = 0; round < 30; ++round) {
+    const uint64_t words = rng() % 9000, first = round % 4 == 0 ? kDigestMaxElems - words : rng() % (kDigestMaxElems - words);
+    std::vector<int8_t> q(4 * words);
+    for (auto& v : q) v = static_cast<int8_t>(rng());
+    F32Digest want;
+    for (uint64_t t = 0; t < words; ++t) {
+      const uint64_t i = first + t;
+      uint64_t bits = 0;
+      for (int b = 0; b < 4; ++b) bits |= uint64_t{static_cast<uint8_t>(q[4 * t + b])} << (8 * b);
+      want.a += bits * (w.inner_a[i % kDigestSpan] * w.outer_a[i / kDigestSpan]);
+      want.b += bits * (w.inner_b[i % kDigestSpan] * w.outer_b[i / kDigestSpan]);
+    }
+    for (DequantIsa isa : {DequantIsa::scalar, DequantIsa::avx2})
+      ASSERT_EQ(int8_digest_isa(isa, q, first, w), want) << "words " << words << " first " << first;
+    EXPECT_EQ(int8_digest(q, first, w), want);
+    if (words == 0) continue;
+    const uint64_t at = rng() % q.size();
+    q[at] = static_cast<int8_t>(q[at] ^ (1 << (rng() % 8)));
+    const F32Digest changed = int8_digest(q, first, w);
+    EXPECT_NE(changed.a, want.a) << at;
+    EXPECT_NE(changed.b, want.b) << at;
+  }
+}
+
 TEST(F32Digest, PiecesAddUpToTheWhole) {
   const DigestWeights w(99);
   const auto x = random_floats(3 * kDigestSpan + 1001, 3);

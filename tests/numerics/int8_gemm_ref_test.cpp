@@ -365,6 +365,38 @@ TEST(Int8GemmIsa, DecodeOnBothIsasEqualsTheNaiveDecode) {
   }
 }
 
+// The decode digested piece by piece in cache (int8_shift_digest) is int8_digest of the whole
+// decode, on both ISAs: one row group and many, partial groups, several 256 KiB pieces.
+TEST(Int8GemmIsa, DecodeDigestIsTheDigestOfTheWholeDecodeOnBothIsas) {
+  std::mt19937_64 rng(5);
+  const DigestWeights w(0xD16E57);
+  struct Size {
+    uint64_t rows, k;
+  };
+  const std::vector<Size> sizes = {{1, 32}, {13, 288}, {100, 4096}, {301, 2048}, {8, 40960}};
+  for (const Size& z : sizes) {
+    SCOPED_TRACE(testing::Message() << "rows " << z.rows << " k " << z.k);
+    const RemapParams p{z.rows, z.k, 3, RemapRounding::half_away};
+    std::vector<uint8_t> mx(remap_mxfp4_bytes(p)), sh(remap_shift2_bytes(p));
+    for (auto& b : mx) b = uint8_t(rng());
+    for (auto& b : sh) b = uint8_t(rng());
+    std::vector<int8_t> q(z.rows * z.k);
+    ASSERT_TRUE(decode_int8_shift_isa(DequantIsa::scalar, mx, sh, p, q));
+    const F32Digest want = int8_digest_isa(DequantIsa::scalar, q, 0, w);
+    for (DequantIsa isa : {DequantIsa::scalar, DequantIsa::avx2}) {
+      if (isa == DequantIsa::avx2 && !cpu_runs_avx2()) continue;
+      F32Digest got;
+      ASSERT_TRUE(int8_shift_digest_isa(isa, mx, sh, p, w, got));
+      EXPECT_EQ(got, want) << (isa == DequantIsa::avx2 ? "avx2" : "scalar");
+    }
+    F32Digest got;
+    ASSERT_TRUE(int8_shift_digest(mx, sh, p, w, got));
+    EXPECT_EQ(got, want);
+    mx.pop_back();
+    EXPECT_FALSE(int8_shift_digest(mx, sh, p, w, got));  // a slab of the wrong size
+  }
+}
+
 // gemm_f64's documented order written out here: lane i % 4, rising i, (l0 + l1) + (l2 + l3).
 double fixed_order_dot(const float* x, const float* w, uint64_t k) {
   double lane[4] = {0, 0, 0, 0};

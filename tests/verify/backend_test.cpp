@@ -228,6 +228,28 @@ TEST_P(Backend, Int8ShiftDecodeEqualsTheCpuDecode) {
   }
 }
 
+// The device's digest of its INT8-shift decode equals the CPU's int8_shift_digest of the same
+// slabs (the words of its q), on the same shapes, and a changed slab byte changes both.
+TEST_P(Backend, Int8ShiftDigestEqualsTheCpuDigestOfItsDecode) {
+  const DigestWeights dw(0x1D16E57);
+  for (auto [rows, k] : {std::pair<uint64_t, uint64_t>{20, 96}, {64, 256}, {3, 32}, {9, 544}, {130, 1056}, {512, 4096}}) {
+    RandomSlabs s = random_slabs(rng_, rows, k);
+    F32Digest want, got;
+    ASSERT_TRUE(int8_shift_digest(s.tiles, s.shift2, s.p, dw, want));
+    std::string error;
+    ASSERT_TRUE(be_->int8_shift_digest(s.tiles, s.shift2, s.p, dw, got, error)) << error;
+    EXPECT_EQ(got, want) << rows << "x" << k;
+    s.tiles[5] ^= 0x10;  // a code of row 0: c -> c ^ 1, two codes that never decode alike
+    ASSERT_TRUE(be_->int8_shift_digest(s.tiles, s.shift2, s.p, dw, got, error)) << error;
+    EXPECT_NE(got, want) << rows << "x" << k;
+  }
+  RandomSlabs s = random_slabs(rng_, 8, 32);
+  F32Digest got;
+  std::string error;
+  s.shift2.pop_back();
+  EXPECT_FALSE(be_->int8_shift_digest(s.tiles, s.shift2, s.p, dw, got, error));
+}
+
 // The emulation's INT8-shift decode has a word loop (the kernel's threads) and, under the
 // process's ISA choice, a vpshufb loop over the same nibble table: both give the same bytes,
 // for every byte value at every place of a row's chunk under every shift (tile byte i is

@@ -239,5 +239,91 @@ TEST_F(GpuVerifyBf16Digest, FullCompareNeverConsultsTheDigest) {
   EXPECT_EQ(be.digest_calls, 0);
 }
 
+// An --experts int8-shift conversion's experts past --gemm-experts are compared by digests of
+// the two decodes (the emulation offers none on its own: here it is made to): the same faults.
+class Int8FaultyBackend final : public ForwardingBackend {
+ public:
+  explicit Int8FaultyBackend(Fault f) : ForwardingBackend(make_emulated_backend()), fault_(f) {}
+  bool has_int8_digest() const override { return true; }
+  bool int8_shift_digest(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         const DigestWeights& w, F32Digest& out, std::string& error) override {
+    ++digest_calls;
+    if (!inner().int8_shift_digest(tiles, shift2, p, w, out, error)) return false;
+    if (fault_ != Fault::none && (fault_ == Fault::digest_only || !faulty_)) out.b += 1;
+    if (fault_ == Fault::one_element && !faulty_) faulty_ = tiles.data();
+    return true;
+  }
+  // The first digested expert's element (1, 5): one more in its decode.
+  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         std::span<int8_t> q, std::string& error) override {
+    ++decode_calls;
+    if (!inner().decode_int8_shift(tiles, shift2, p, q, error)) return false;
+    if (fault_ == Fault::one_element && tiles.data() == faulty_) q[p.k + 5] = static_cast<int8_t>(q[p.k + 5] + 1);
+    return true;
+  }
+  int digest_calls = 0, decode_calls = 0;
+
+ private:
+  Fault fault_;
+  const uint8_t* faulty_ = nullptr;
+};
+
+class GpuVerifyInt8Digest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    out_ = tmp_.str("int8");
+    const auto r = test::run_ckpt("convert -q " + test::shell_quote(test::fixture("oracle/dsv4-tiny")) + " " +
+                                  test::shell_quote(out_) + " --experts int8-shift");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  VerifyReport verify(Int8FaultyBackend& be, bool full_compare = false, bool reference = true) {
+    VerifyOptions o;
+    if (reference) o.reference = test::fixture("oracle/dsv4-tiny");
+    o.full_compare = full_compare;
+    o.gemm_experts = 1;  // expert 0 of each matrix gets the GEMM check (and the full decode), the rest digests
+    o.memory_budget = 1;  // one job at a time
+    return verify_path(out_, be, o);
+  }
+  test::TempDir tmp_;
+  std::string out_;
+};
+
+TEST_F(GpuVerifyInt8Digest, AnHonestBackendPassesOnDigestsAndTheGemmExpertsDecodeInFull) {
+  for (bool reference : {true, false}) {
+    Int8FaultyBackend be(Fault::none);
+    const VerifyReport r = verify(be, false, reference);
+    EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
+    EXPECT_FALSE(r.findings.has_errors()) << test::describe(r.findings);
+    EXPECT_GT(be.digest_calls, 0) << reference;
+    EXPECT_GT(be.decode_calls, 0) << reference;  // the GEMM experts
+  }
+}
+
+TEST_F(GpuVerifyInt8Digest, ADigestThatDisagreesWithEqualDecodesFailsClosed) {
+  Int8FaultyBackend be(Fault::digest_only);
+  const VerifyReport r = verify(be);
+  EXPECT_GT(r.failed(), 0u);
+  const std::string d = test::describe(r.findings);
+  EXPECT_NE(d.find("decode equals the CPU's: the digest kernel is wrong"), std::string::npos) << d;
+  EXPECT_EQ(d.find("VERIFY_MISMATCH"), std::string::npos) << d;
+}
+
+TEST_F(GpuVerifyInt8Digest, ADifferentDeviceElementIsNamedWithBothValues) {
+  Int8FaultyBackend be(Fault::one_element);
+  const VerifyReport r = verify(be);
+  ASSERT_GT(r.failed(), 0u);
+  const std::string d = test::describe(r.findings);
+  EXPECT_NE(d.find("VERIFY_MISMATCH"), std::string::npos) << d;
+  EXPECT_NE(d.find("expert 1 row 1 column 5: device decode "), std::string::npos) << d;
+  EXPECT_EQ(d.find("digest kernel"), std::string::npos) << d;
+}
+
+TEST_F(GpuVerifyInt8Digest, FullCompareNeverConsultsTheDigest) {
+  Int8FaultyBackend be(Fault::digest_only);
+  const VerifyReport r = verify(be, true);
+  EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
+  EXPECT_EQ(be.digest_calls, 0);
+}
+
 }  // namespace
 }  // namespace ckpt

@@ -16,7 +16,7 @@
 namespace ckpt {
 namespace {
 
-constexpr BackendTraits kTraits{12345, 678, true, true, true};
+constexpr BackendTraits kTraits{12345, 678, true, true, true, true};
 
 // One Q8_0 block (scale 1.0, codes 0..31) and the f32 it decodes to.
 std::vector<uint8_t> q8_block() {
@@ -40,6 +40,7 @@ TEST(OpeningBackend, AnswersItsTraitsAtOnceAndIsOpeningUntilItsDeviceIs) {
   EXPECT_TRUE(be.concurrent());
   EXPECT_TRUE(be.has_ggml_digest());
   EXPECT_TRUE(be.has_bf16_digest());
+  EXPECT_TRUE(be.has_int8_digest());
   // A call made while opening waits for the open, then runs on the opened backend.
   auto call = std::async(std::launch::async, [&be] {
     const std::vector<uint8_t> block = q8_block();
@@ -101,6 +102,7 @@ TEST(OpeningBackend, TheGpuBackendsTraitsAreTheOpenedBackendsAnswers) {
   EXPECT_EQ(opening->concurrent(), opened->concurrent());
   EXPECT_EQ(opening->has_ggml_digest(), opened->has_ggml_digest());
   EXPECT_EQ(opening->has_bf16_digest(), opened->has_bf16_digest());
+  EXPECT_EQ(opening->has_int8_digest(), opened->has_int8_digest());
   EXPECT_EQ(opening->name(), opened->name());
   EXPECT_EQ(opening->state(), BackendState::ready);
 }
