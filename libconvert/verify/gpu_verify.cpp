@@ -933,7 +933,9 @@ class CheckpointVerifier : public Verifier {
       ExpertBuffers& b = *pooled->expert;
       Lap lap;
       // The input experts of this slab, stacked (w13 = w1 rows then w3 rows).
-      b.parts.resize(2 * fm.parts[e].size());
+      // Grown, never shrunk: a w2 expert (one part) after a w13 one (two) keeps the second
+      // part's buffers for the next w13 expert instead of freeing and faulting them in again.
+      if (b.parts.size() < 2 * fm.parts[e].size()) b.parts.resize(2 * fm.parts[e].size());
       for (size_t j = 0; j < fm.parts[e].size(); ++j) {
         b.parts[2 * j].resize(in.view.tensors[fm.parts[e][j].first].nbytes);
         b.parts[2 * j + 1].resize(in.view.tensors[fm.parts[e][j].second].nbytes);
@@ -1030,7 +1032,24 @@ class CheckpointVerifier : public Verifier {
         const uint8_t byte = part.weight[i / 2], code = (i % 2) ? byte >> 4 : byte & 15;
         return values.v[part.scale[i / 32]][code];
       };
-      const auto bad = first_index(dst.size(), [&](uint64_t i) { return f32_bits(want_of(i)) != f32_bits(dst[i]); });
+      // By 32-blocks (one scale each): the block's 32 CPU values built from its table row, then
+      // compared with the device's bytes at once; the first differing element of the first
+      // differing block is the one named.
+      const auto bad_block = first_index(dst.size() / 32, [&](uint64_t blk) {
+        const float* row = values.v[part.scale[blk]];
+        const uint8_t* codes = part.weight.data() + 16 * blk;
+        float want[32];
+        for (int j = 0; j < 16; ++j) {
+          want[2 * j] = row[codes[j] & 15];
+          want[2 * j + 1] = row[codes[j] >> 4];
+        }
+        return std::memcmp(want, dst.data() + 32 * blk, sizeof want) != 0;
+      });
+      std::optional<uint64_t> bad;
+      if (bad_block) {
+        for (uint64_t i = 32 * *bad_block; i < 32 * *bad_block + 32 && !bad; ++i)
+          if (f32_bits(want_of(i)) != f32_bits(dst[i])) bad = i;
+      }
       r_.stages.compare += lap.next();  // the CPU values (a table lookup each) and the comparison
       if (bad) {
         const uint64_t i = *bad;

@@ -281,6 +281,32 @@ TEST(EmulatedBackend, Int8ShiftDecodeIsTheSameOnBothIsas) {
   }
 }
 
+// The emulation's INT8 GEMM products loop, compiled for the baseline and for AVX2 (the
+// process's ISA choice picks one): the same accumulators and BF16 outputs, k % 128 and not.
+TEST(EmulatedBackend, Int8GemmIsTheSameOnBothIsas) {
+  if (ggml_dequant_best_isa() != DequantIsa::avx2) GTEST_SKIP() << "this CPU has no AVX2: only the baseline loop runs here";
+  auto emu = make_emulated_backend();
+  std::mt19937_64 rng(23);
+  for (auto [m, rows, k] : {std::tuple<uint64_t, uint64_t, uint64_t>{3, 21, 160}, {2, 8, 256}, {5, 37, 1024}}) {
+    RandomSlabs s = random_slabs(rng, rows, k);
+    std::vector<int8_t> a(m * k);
+    for (auto& v : a) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    std::vector<float> as(m);
+    for (auto& v : as) v = std::ldexp(1.0f, -static_cast<int>(rng() % 8));
+    std::vector<int32_t> acc_base(m * rows), acc_avx2(m * rows);
+    std::vector<uint16_t> out_base(m * rows), out_avx2(m * rows);
+    std::string error;
+    const DequantIsa before = ggml_dequant_force_isa(DequantIsa::scalar);
+    const bool base_ok = emu->int8_gemm(a, as, s.tiles, s.shift2, s.cs, m, s.p, acc_base, out_base, error);
+    ggml_dequant_force_isa(DequantIsa::avx2);
+    const bool avx2_ok = emu->int8_gemm(a, as, s.tiles, s.shift2, s.cs, m, s.p, acc_avx2, out_avx2, error);
+    ggml_dequant_force_isa(before);
+    ASSERT_TRUE(base_ok && avx2_ok) << error;
+    EXPECT_EQ(acc_base, acc_avx2) << m << "x" << rows << "x" << k;
+    EXPECT_EQ(out_base, out_avx2) << m << "x" << rows << "x" << k;
+  }
+}
+
 TEST_P(Backend, ActivationQuantizationEqualsTheCpuReference) {
   const uint64_t m = 6, k = 300;
   std::vector<float> x(m * k);
