@@ -81,12 +81,12 @@ struct Slabs {
 };
 
 // One INT8-shift expert's large buffers: IN's weight and scale bytes of each part, OUT's
-// slabs and their remap, the CPU and device decodes, the device's original weights.
+// slabs and their remap, the CPU and device decodes, a step of the device's original weights.
 struct ExpertBuffers {
   std::vector<std::vector<uint8_t>> parts;
   Slabs got, want;
   std::vector<int8_t> q_cpu, q_dev;
-  std::vector<float> w_orig;
+  std::vector<float> w_step;  // one step of the device's original weights (verify_mxfp4)
 };
 
 // Step buffers reused from job to job: a job takes a set for its run and gives it back, so
@@ -324,12 +324,21 @@ uint64_t mxfp4_job_memory(const ModelTensor& w, uint64_t chunk) {
   return elems / 2 + elems / 32 + 2 * elems + 4 * elems;  // codes, scales, OUT's BF16, f32
 }
 
+// Rows per step of the original-weight check (verify_mxfp4): at most 1M f32 results.
+uint64_t original_step_rows(uint64_t k) { return std::max<uint64_t>(1, (uint64_t{1} << 20) / std::max<uint64_t>(1, k)); }
+
 // One expert of an INT8-shift matrix: its source parts, the slabs got and wanted, the CPU
-// and device decodes; with the GEMM check the original weights, activations and outputs.
+// and device decodes (also where digests are compared: a differing digest decodes both);
+// with the GEMM check the backend's decode, activations (f32, two int8 and an int16 copy), outputs
+// (two int32 and two BF16 copies, the doubles) and, against IN, one step of the device's
+// original weights and one 64-row column block of them for the double product.
 uint64_t expert_job_memory(const RemapParams& p, bool reference, bool gemm, uint64_t tokens) {
   const uint64_t nk = p.rows * p.k, slabs = remap_mxfp4_bytes(p) + remap_shift2_bytes(p) + p.rows * 4;
   uint64_t m = (reference ? 2 * slabs + nk / 2 + nk / 32 : slabs) + 2 * nk;
-  if (gemm) m += nk + (reference ? 4 * nk : 0) + tokens * p.k * 14 + tokens * p.rows * 12;
+  if (gemm) {
+    m += nk + tokens * p.k * 8 + tokens * p.rows * 20;
+    if (reference) m += 4 * std::min(p.rows, original_step_rows(p.k)) * p.k + 4 * 64 * p.k;
+  }
   return m;
 }
 
@@ -571,7 +580,7 @@ class CheckpointVerifier : public Verifier {
                           s.stages.buffers += lap.next();
                           if (!v.read_slabs(model, t, *sh, *cs, e, b.got)) return;
                           if (!v.verify_decode(model.view.file_of(t), t.name, e, p, b, v.int8_digest(p, gemm))) return;
-                          if (gemm) v.verify_gemm(model.view.file_of(t), t.name, e, p, b, false);
+                          if (gemm) v.verify_gemm(model.view.file_of(t), t.name, e, p, b, nullptr);
                         }});
       }
     }
@@ -834,12 +843,11 @@ class CheckpointVerifier : public Verifier {
 
   // Random activations (BF16-representable, like hidden states), quantized on both sides,
   // then the GEMM on both sides; with the original weights, the error against them.
-  // With `original`, b.w_orig holds the device's original weights (verify_mxfp4).
+  // With `original` (IN's MXFP4 parts of the expert), also the error against the original weights.
   void verify_gemm(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
-                   const ExpertBuffers& b, bool original) {
+                   const ExpertBuffers& b, const std::vector<RemapPart>* original) {
     const Slabs& got = b.got;
     const std::vector<int8_t>& q_cpu = b.q_cpu;
-    const std::vector<float>* w_orig = original ? &b.w_orig : nullptr;
     const uint64_t m = std::max<uint64_t>(1, o_.tokens), k = p.k, n = p.rows;
     Lap lap;
     const std::string part = "expert " + std::to_string(e);
@@ -892,13 +900,16 @@ class CheckpointVerifier : public Verifier {
                       part + " output [" + std::to_string(*i / n) + ", " + std::to_string(*i % n) + "]: device BF16 " +
                           hex(out_dev[*i], 4) + " vs CPU " + hex(out_cpu[*i], 4));
     }
-    if (!w_orig) return;
+    if (!original) return;
     // y = x W^T with the original (MXFP4-dequantized) weights, in double, every output summed
     // in gemm_f64's one fixed order (four lanes by i mod 4, then (l0 + l1) + (l2 + l3)), so
-    // the value is the same whatever the threads, the ISA or the column blocks.
+    // the value is the same whatever the threads, the ISA or the column blocks. A block's
+    // weight rows are decoded for it (the values verify_mxfp4 proved the device's).
     std::vector<double> ys(m * n);
     for_column_blocks(m, n, [&](uint64_t c0, uint64_t cols, std::span<double> y) {
-      gemm_f64(x, std::span<const float>(*w_orig).subspan(c0 * k, cols * k), m, cols, k, y);
+      std::vector<float> w(cols * k);
+      original_rows(*original, k, c0, cols, w);
+      gemm_f64(x, w, m, cols, k, y);
     }, ys);
     double num = 0, den = 0;
     for (uint64_t rc = 0; rc < m * n; ++rc) {
@@ -970,8 +981,8 @@ class CheckpointVerifier : public Verifier {
       if (!slabs_equal) return;
       const bool gemm = o_.gemm_experts == 0 || e < o_.gemm_experts;
       if (!verify_decode(file, mx.name, e, p, b, int8_digest(p, gemm)) || !gemm) return;
-      if (!verify_mxfp4(file, mx.name, e, p, parts, b.w_orig)) return;
-      verify_gemm(file, mx.name, e, p, b, true);
+      if (!verify_mxfp4(file, mx.name, e, p, parts, b)) return;
+      verify_gemm(file, mx.name, e, p, b, &parts);
     }
   }
 
@@ -1009,61 +1020,87 @@ class CheckpointVerifier : public Verifier {
     return true;
   }
 
-  // The original weights on the device and on the CPU: lut_x2[c] * 2^(b - 128), exactly.
+  // The original weights on the device and on the CPU: lut_x2[c] * 2^(b - 128), exactly;
+  // each part in steps of at most kStepElems elements (b.w_step), so the GEMM check's memory
+  // does not hold the expert's f32 matrix (its double product decodes its rows itself,
+  // original_rows, the values proven equal here).
   bool verify_mxfp4(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
-                    const std::vector<RemapPart>& parts, std::vector<float>& w) {
+                    const std::vector<RemapPart>& parts, ExpertBuffers& b) {
     VerifyCheck& c = add_check("mxfp4_dequant", tensor, "expert " + std::to_string(e), p.rows * p.k);
+    const uint64_t step_rows = original_step_rows(p.k);
     Lap lap;
-    // Pooled, so NaN first: no CPU value is NaN (finite or infinite), so an element the
-    // device does not write differs.
-    w.resize(p.rows * p.k);
-    std::fill(w.begin(), w.end(), std::numeric_limits<float>::quiet_NaN());
+    b.w_step.resize(std::min(step_rows, p.rows) * p.k);
     r_.stages.buffers += lap.next();
     uint64_t row0 = 0;
     for (const RemapPart& part : parts) {
-      std::span<float> dst(w.data() + row0 * p.k, part.rows * p.k);
-      std::string error;
-      lap.next();
-      if (!be_.mxfp4_to_f32(part.weight, part.scale, part.rows, p.k, dst, error)) return backend_failed(c, file, error);
-      r_.input_bytes_decoded += part.weight.size() + part.scale.size();
-      lap.next();  // the device's time: TimedBackend
-      const Mxfp4ValueTable& values = mxfp4_value_table();
-      auto want_of = [&](uint64_t i) {
-        const uint8_t byte = part.weight[i / 2], code = (i % 2) ? byte >> 4 : byte & 15;
-        return values.v[part.scale[i / 32]][code];
-      };
-      // By 32-blocks (one scale each): the block's 32 CPU values built from its table row, then
-      // compared with the device's bytes at once; the first differing element of the first
-      // differing block is the one named.
-      const auto bad_block = first_index(dst.size() / 32, [&](uint64_t blk) {
-        const float* row = values.v[part.scale[blk]];
-        const uint8_t* codes = part.weight.data() + 16 * blk;
-        float want[32];
-        for (int j = 0; j < 16; ++j) {
-          want[2 * j] = row[codes[j] & 15];
-          want[2 * j + 1] = row[codes[j] >> 4];
-        }
-        return std::memcmp(want, dst.data() + 32 * blk, sizeof want) != 0;
-      });
-      std::optional<uint64_t> bad;
-      if (bad_block) {
-        for (uint64_t i = 32 * *bad_block; i < 32 * *bad_block + 32 && !bad; ++i)
-          if (f32_bits(want_of(i)) != f32_bits(dst[i])) bad = i;
-      }
-      r_.stages.compare += lap.next();  // the CPU values (a table lookup each) and the comparison
-      if (bad) {
-        const uint64_t i = *bad;
-        const float want = want_of(i);
-        {
-          mismatch(c, file, std::nullopt,
-                   "expert " + std::to_string(e) + " original weight [" + std::to_string(row0 + i / p.k) + ", " +
-                       std::to_string(i % p.k) + "]: device " + fmt(dst[i]) + " vs CPU " + fmt(want));
-          return false;
-        }
+      for (uint64_t r = 0; r < part.rows; r += step_rows) {
+        const uint64_t n = std::min(step_rows, part.rows - r);
+        if (!verify_mxfp4_step(c, file, e, p.k, part, r, n, row0, b.w_step)) return false;
       }
       row0 += part.rows;
     }
     return true;
+  }
+  // Rows [r, r + n) of one part (rows row0 + r .. of the fused matrix).
+  bool verify_mxfp4_step(VerifyCheck& c, const std::string& file, uint64_t e, uint64_t k, const RemapPart& part,
+                         uint64_t r, uint64_t n, uint64_t row0, std::vector<float>& step) {
+    Lap lap;
+    const std::span<const uint8_t> weight = part.weight.subspan(r * k / 2, n * k / 2), scale = part.scale.subspan(r * k / 32, n * k / 32);
+    // Pooled, so NaN first: no CPU value is NaN (finite or infinite), so an element the
+    // device does not write differs.
+    const std::span<float> dst(step.data(), n * k);
+    std::fill(dst.begin(), dst.end(), std::numeric_limits<float>::quiet_NaN());
+    r_.stages.buffers += lap.next();
+    std::string error;
+    if (!be_.mxfp4_to_f32(weight, scale, n, k, dst, error)) return backend_failed(c, file, error);
+    r_.input_bytes_decoded += weight.size() + scale.size();
+    lap.next();  // the device's time: TimedBackend
+    const Mxfp4ValueTable& values = mxfp4_value_table();
+    auto want_of = [&](uint64_t i) {
+      const uint8_t byte = weight[i / 2], code = (i % 2) ? byte >> 4 : byte & 15;
+      return values.v[scale[i / 32]][code];
+    };
+    // By 32-blocks (one scale each): the block's 32 CPU values from its table row, compared
+    // with the device's bytes at once; the first differing element of the first differing
+    // block is the one named.
+    const auto bad_block = first_index(dst.size() / 32, [&](uint64_t blk) {
+      float want[32];
+      block_values(values, weight.data() + 16 * blk, scale[blk], want);
+      return std::memcmp(want, dst.data() + 32 * blk, sizeof want) != 0;
+    });
+    std::optional<uint64_t> bad;
+    for (uint64_t i = bad_block ? 32 * *bad_block : 0; bad_block && i < 32 * *bad_block + 32 && !bad; ++i)
+      if (f32_bits(want_of(i)) != f32_bits(dst[i])) bad = i;
+    r_.stages.compare += lap.next();  // the CPU values (a table lookup each) and the comparison
+    if (!bad) return true;
+    const uint64_t i = *bad;
+    mismatch(c, file, std::nullopt,
+             "expert " + std::to_string(e) + " original weight [" + std::to_string(row0 + r + i / k) + ", " +
+                 std::to_string(i % k) + "]: device " + fmt(dst[i]) + " vs CPU " + fmt(want_of(i)));
+    return false;
+  }
+  // One 32-block's original weights: its 16 code bytes (low nibble first) under its scale.
+  static void block_values(const Mxfp4ValueTable& values, const uint8_t* codes, uint8_t scale, float* out) {
+    const float* row = values.v[scale];
+    for (int j = 0; j < 16; ++j) {
+      out[2 * j] = row[codes[j] & 15];
+      out[2 * j + 1] = row[codes[j] >> 4];
+    }
+  }
+  // Rows [c0, c0 + cols) of the fused matrix's original weights (parts stacked) into w.
+  static void original_rows(const std::vector<RemapPart>& parts, uint64_t k, uint64_t c0, uint64_t cols,
+                            std::span<float> w) {
+    const Mxfp4ValueTable& values = mxfp4_value_table();
+    uint64_t row0 = 0;
+    for (const RemapPart& part : parts) {
+      for (uint64_t c = std::max(c0, row0); c < std::min(c0 + cols, row0 + part.rows); ++c) {
+        const uint64_t r = c - row0;
+        for (uint64_t blk = 0; blk < k / 32; ++blk)
+          block_values(values, part.weight.data() + r * k / 2 + 16 * blk, part.scale[r * k / 32 + blk],
+                       w.data() + (c - c0) * k + 32 * blk);
+      }
+      row0 += part.rows;
+    }
   }
 
   const LoadedModel* in_ = nullptr;
