@@ -834,18 +834,10 @@ class GpuBackend final : public DecodeBackend {
     if (w.empty()) return true;
     const uint64_t scols = fp8_scale_cols(g);
     return on_lane(error, [&](Lane& l) {
-      DigestTables dt{};
-      if (!digest_tables(dw8, dt, error)) return false;
-      auto* dw = static_cast<uint8_t*>(l.in.get(w.size(), error));
-      auto* ds = static_cast<uint8_t*>(l.aux.get(align(scale.size()) + 16, error));
-      auto* dout = static_cast<uint16_t*>(l.out.get(w.size() * 2, error));
-      if (!dw || !ds || !dout) return false;
-      auto* dsum = reinterpret_cast<unsigned long long*>(ds + align(scale.size()));
-      if (!l.put(dw, w.data(), w.size(), error) || !l.put(ds, scale.data(), scale.size(), error)) return false;
-      if (!check(gpuMemsetAsync(dsum, 0, 16, l.stream), "clearing the digest", error)) return false;
-      launch_fp8(dw, w.size(), g, row_begin, kind, ds, scols, dout, sms_, l.stream);
-      k_digest<uint16_t, Bf16Bits><<<resident_grid(w.size(), sms_), kThreads, 0, l.stream>>>(dout, w.size(), dt, dsum);
-      return fetch_digest(l, dsum, out, "fp8 digest kernel", error);
+      return digested<uint16_t, Bf16Bits>(l, w, scale, w.size(), dw8, out, "fp8 digest kernel", error,
+                                          [&](const uint8_t* dw, const uint8_t* ds, uint16_t* dout) {
+                                            launch_fp8(dw, w.size(), g, row_begin, kind, ds, scols, dout, sms_, l.stream);
+                                          });
     });
   }
   bool mxfp4_bf16_digest(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
@@ -856,20 +848,13 @@ class GpuBackend final : public DecodeBackend {
     if (w.empty()) return true;
     const uint64_t elems = rows * k;
     return on_lane(error, [&](Lane& l) {
-      DigestTables dt{};
-      if (!digest_tables(dw4, dt, error)) return false;
-      auto* dw = static_cast<uint8_t*>(l.in.get(w.size(), error));
-      auto* ds = static_cast<uint8_t*>(l.aux.get(align(scale.size()) + 16, error));
-      auto* dout = static_cast<float*>(l.out.get(elems * 4, error));
-      if (!dw || !ds || !dout) return false;
-      auto* dsum = reinterpret_cast<unsigned long long*>(ds + align(scale.size()));
-      if (!l.put(dw, w.data(), w.size(), error) || !l.put(ds, scale.data(), scale.size(), error)) return false;
-      if (!check(gpuMemsetAsync(dsum, 0, 16, l.stream), "clearing the digest", error)) return false;
-      const uint32_t words = static_cast<uint32_t>(w.size() / 4);
-      k_mxfp4<<<grid_for(words), kThreads, 0, l.stream>>>(reinterpret_cast<const uint32_t*>(dw), words, ds,
-                                                          reinterpret_cast<float4*>(dout));
-      k_digest<float, F32AsBf16Bits><<<resident_grid(elems, sms_), kThreads, 0, l.stream>>>(dout, elems, dt, dsum);
-      return fetch_digest(l, dsum, out, "mxfp4 digest kernel", error);
+      return digested<float, F32AsBf16Bits>(l, w, scale, elems, dw4, out, "mxfp4 digest kernel", error,
+                                            [&](const uint8_t* dw, const uint8_t* ds, float* dout) {
+                                              const uint32_t words = static_cast<uint32_t>(w.size() / 4);
+                                              k_mxfp4<<<grid_for(words), kThreads, 0, l.stream>>>(
+                                                  reinterpret_cast<const uint32_t*>(dw), words, ds,
+                                                  reinterpret_cast<float4*>(dout));
+                                            });
     });
   }
 
@@ -914,19 +899,11 @@ class GpuBackend final : public DecodeBackend {
       return bad(error, "int8_shift_digest");
     const uint64_t words = p.rows * p.k / 4;
     return on_lane(error, [&](Lane& l) {
-      DigestTables dt{};
-      if (!digest_tables(dw8, dt, error)) return false;
-      auto* dtiles = static_cast<uint8_t*>(l.in.get(tiles.size(), error));
-      auto* ds = static_cast<uint8_t*>(l.aux.get(align(shift2.size()) + 16, error));
-      auto* dq = static_cast<uint32_t*>(l.out.get(words * 4, error));
-      if (!dtiles || !ds || !dq) return false;
-      auto* dsum = reinterpret_cast<unsigned long long*>(ds + align(shift2.size()));
-      if (!l.put(dtiles, tiles.data(), tiles.size(), error) || !l.put(ds, shift2.data(), shift2.size(), error))
-        return false;
-      if (!check(gpuMemsetAsync(dsum, 0, 16, l.stream), "clearing the digest", error)) return false;
-      launch_decode(reinterpret_cast<const uint32_t*>(dtiles), tiles.size() / 4, ds, p.rows, p.k, dq, l.stream);
-      k_digest<uint32_t, WordBits><<<resident_grid(words, sms_), kThreads, 0, l.stream>>>(dq, words, dt, dsum);
-      return fetch_digest(l, dsum, out, "int8-shift digest kernel", error);
+      return digested<uint32_t, WordBits>(l, tiles, shift2, words, dw8, out, "int8-shift digest kernel", error,
+                                          [&](const uint8_t* dt, const uint8_t* ds, uint32_t* dq) {
+                                            launch_decode(reinterpret_cast<const uint32_t*>(dt), tiles.size() / 4, ds,
+                                                          p.rows, p.k, dq, l.stream);
+                                          });
     });
   }
 
@@ -1031,20 +1008,10 @@ class GpuBackend final : public DecodeBackend {
     out = F32Digest{};
     if (blocks.empty()) return true;
     return on_lane(error, [&](Lane& l) {
-      DigestTables dt{};
-      if (!digest_tables(w, dt, error)) return false;
-      auto* db = static_cast<uint8_t*>(l.in.get((blocks.size() + 15) / 16 * 16, error));
-      auto* dout = static_cast<float*>(l.out.get(elems * 4, error));
-      auto* dsum = static_cast<unsigned long long*>(l.aux.get(16, error));
-      if (!db || !dout || !dsum) return false;
-      if (!l.put(db, blocks.data(), blocks.size(), error)) return false;
-      if (!check(gpuMemsetAsync(dsum, 0, 16, l.stream), "clearing the digest", error)) return false;
-      launch_ggml(type, db, blocks.size() / shape.bytes, tables_, dout, sms_, l.stream);
-      k_digest<float, F32Bits><<<resident_grid(elems, sms_), kThreads, 0, l.stream>>>(dout, elems, dt, dsum);
-      uint64_t sums[2] = {0, 0};
-      if (!l.get(sums, dsum, 16, error) || !l.finish("ggml digest kernel", error)) return false;
-      out = F32Digest{sums[0], sums[1]};
-      return true;
+      return digested<float, F32Bits>(l, blocks, {}, elems, w, out, "ggml digest kernel", error,
+                                      [&](const uint8_t* db, const uint8_t*, float* dout) {
+                                        launch_ggml(type, db, blocks.size() / shape.bytes, tables_, dout, sms_, l.stream);
+                                      });
     });
   }
 
@@ -1058,6 +1025,28 @@ class GpuBackend final : public DecodeBackend {
     return false;
   }
   // The 16 bytes of a digest kernel's two sums, after the lane's stream is done.
+  // One digested call on lane l, the shape of every *_digest above: `main` into the lane's
+  // input buffer (rounded up to whole 16-byte words, which some kernels read), `side`
+  // (scales, shift2; may be empty) into its aux buffer with the two 64-bit sums after it;
+  // decode(main, side, dout) queues the n results of type T, k_digest<T, Bits> sums them,
+  // and only the 16 bytes of sums come back.
+  template <class T, class Bits, class Decode>
+  bool digested(Lane& l, std::span<const uint8_t> main, std::span<const uint8_t> side, uint64_t n, const DigestWeights& w,
+                F32Digest& out, const char* what, std::string& error, Decode decode) {
+    DigestTables dt{};
+    if (!digest_tables(w, dt, error)) return false;
+    auto* dmain = static_cast<uint8_t*>(l.in.get((main.size() + 15) / 16 * 16, error));
+    auto* dside = static_cast<uint8_t*>(l.aux.get(align(side.size()) + 16, error));
+    auto* dout = static_cast<T*>(l.out.get(n * sizeof(T), error));
+    if (!dmain || !dside || !dout) return false;
+    auto* dsum = reinterpret_cast<unsigned long long*>(dside + align(side.size()));
+    if (!l.put(dmain, main.data(), main.size(), error)) return false;
+    if (!side.empty() && !l.put(dside, side.data(), side.size(), error)) return false;
+    if (!check(gpuMemsetAsync(dsum, 0, 16, l.stream), "clearing the digest", error)) return false;
+    decode(dmain, dside, dout);
+    k_digest<T, Bits><<<resident_grid(n, sms_), kThreads, 0, l.stream>>>(dout, n, dt, dsum);
+    return fetch_digest(l, dsum, out, what, error);
+  }
   static bool fetch_digest(Lane& l, const unsigned long long* dsum, F32Digest& out, const char* what, std::string& error) {
     uint64_t sums[2] = {0, 0};
     if (!l.get(sums, dsum, 16, error) || !l.finish(what, error)) return false;

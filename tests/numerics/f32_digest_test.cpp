@@ -31,6 +31,19 @@ F32Digest naive(const std::vector<float>& x, uint64_t first, const DigestWeights
   return d;
 }
 
+// The definition over elements of `width` little-endian bytes each (BF16: 2; int8 words: 4).
+F32Digest naive_le(std::span<const uint8_t> bytes, int width, uint64_t first, const DigestWeights& w) {
+  F32Digest d;
+  for (uint64_t t = 0; t < bytes.size() / width; ++t) {
+    const uint64_t i = first + t;
+    uint64_t bits = 0;
+    for (int b = 0; b < width; ++b) bits |= uint64_t{bytes[width * t + b]} << (8 * b);
+    d.a += bits * (w.inner_a[i % kDigestSpan] * w.outer_a[i / kDigestSpan]);
+    d.b += bits * (w.inner_b[i % kDigestSpan] * w.outer_b[i / kDigestSpan]);
+  }
+  return d;
+}
+
 TEST(F32Digest, WeightsAreOddAndDependOnTheKey) {
   const DigestWeights w(1), v(2);
   for (const auto* t : {&w.inner_a, &w.inner_b}) {
@@ -67,13 +80,7 @@ TEST(F32Digest, Bf16DigestIsTheDefinitionOverTheSixteenBitValues) {
     const uint64_t n = rng() % 20000, first = round % 4 == 0 ? kDigestMaxElems - n : rng() % (kDigestMaxElems - n);
     std::vector<uint8_t> bytes(2 * n);
     for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-    F32Digest want;
-    for (uint64_t t = 0; t < n; ++t) {
-      const uint64_t i = first + t, bits = bytes[2 * t] | (uint64_t{bytes[2 * t + 1]} << 8);
-      want.a += bits * (w.inner_a[i % kDigestSpan] * w.outer_a[i / kDigestSpan]);
-      want.b += bits * (w.inner_b[i % kDigestSpan] * w.outer_b[i / kDigestSpan]);
-    }
-    EXPECT_EQ(bf16_digest(bytes, first, w), want) << "n " << n << " first " << first;
+    EXPECT_EQ(bf16_digest(bytes, first, w), naive_le(bytes, 2, first, w)) << "n " << n << " first " << first;
   }
 }
 
@@ -86,14 +93,7 @@ TEST(F32Digest, Int8DigestIsTheDefinitionOverLittleEndianWords) {
     const uint64_t words = rng() % 9000, first = round % 4 == 0 ? kDigestMaxElems - words : rng() % (kDigestMaxElems - words);
     std::vector<int8_t> q(4 * words);
     for (auto& v : q) v = static_cast<int8_t>(rng());
-    F32Digest want;
-    for (uint64_t t = 0; t < words; ++t) {
-      const uint64_t i = first + t;
-      uint64_t bits = 0;
-      for (int b = 0; b < 4; ++b) bits |= uint64_t{static_cast<uint8_t>(q[4 * t + b])} << (8 * b);
-      want.a += bits * (w.inner_a[i % kDigestSpan] * w.outer_a[i / kDigestSpan]);
-      want.b += bits * (w.inner_b[i % kDigestSpan] * w.outer_b[i / kDigestSpan]);
-    }
+    const F32Digest want = naive_le(std::span(reinterpret_cast<const uint8_t*>(q.data()), q.size()), 4, first, w);
     for (DequantIsa isa : {DequantIsa::scalar, DequantIsa::avx2})
       ASSERT_EQ(int8_digest_isa(isa, q, first, w), want) << "words " << words << " first " << first;
     EXPECT_EQ(int8_digest(q, first, w), want);

@@ -187,58 +187,6 @@ class Bf16FaultyBackend final : public ForwardingBackend {
   const uint8_t* faulty_ = nullptr;
 };
 
-class GpuVerifyBf16Digest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    out_ = tmp_.str("bf16");
-    const auto r = test::run_ckpt("convert -q " + test::shell_quote(test::fixture("oracle/dsv4-tiny")) + " " +
-                                  test::shell_quote(out_) + " --experts bf16");
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  VerifyReport verify(Bf16FaultyBackend& be, bool full_compare = false) {
-    VerifyOptions o;
-    o.reference = test::fixture("oracle/dsv4-tiny");
-    o.full_compare = full_compare;
-    o.memory_budget = 1;  // one job at a time
-    return verify_path(out_, be, o);
-  }
-  test::TempDir tmp_;
-  std::string out_;
-};
-
-TEST_F(GpuVerifyBf16Digest, AnHonestBackendPassesOnDigests) {
-  Bf16FaultyBackend be(Fault::none);
-  const VerifyReport r = verify(be);
-  EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
-  EXPECT_FALSE(r.findings.has_errors()) << test::describe(r.findings);
-  EXPECT_GT(be.digest_calls, 0);
-}
-
-TEST_F(GpuVerifyBf16Digest, ADigestThatDisagreesWithEqualValuesFailsClosed) {
-  Bf16FaultyBackend be(Fault::digest_only);
-  const VerifyReport r = verify(be);
-  EXPECT_GT(r.failed(), 0u);
-  const std::string d = test::describe(r.findings);
-  EXPECT_NE(d.find("the digest kernel is wrong"), std::string::npos) << d;
-  EXPECT_EQ(d.find("VERIFY_MISMATCH"), std::string::npos) << d;
-}
-
-TEST_F(GpuVerifyBf16Digest, ADifferentDeviceElementIsNamedWithBothValues) {
-  Bf16FaultyBackend be(Fault::one_element);
-  const VerifyReport r = verify(be);
-  ASSERT_GT(r.failed(), 0u);
-  const std::string d = test::describe(r.findings);
-  EXPECT_NE(d.find("VERIFY_MISMATCH"), std::string::npos) << d;
-  EXPECT_NE(d.find("element 5 (row 0, column 5): device MXFP4 decode"), std::string::npos) << d;
-}
-
-TEST_F(GpuVerifyBf16Digest, FullCompareNeverConsultsTheDigest) {
-  Bf16FaultyBackend be(Fault::digest_only);
-  const VerifyReport r = verify(be, true);
-  EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
-  EXPECT_EQ(be.digest_calls, 0);
-}
-
 // An --experts int8-shift conversion's experts past --gemm-experts are compared by digests of
 // the two decodes (the emulation offers none on its own: here it is made to): the same faults.
 class Int8FaultyBackend final : public ForwardingBackend {
@@ -268,61 +216,92 @@ class Int8FaultyBackend final : public ForwardingBackend {
   const uint8_t* faulty_ = nullptr;
 };
 
-class GpuVerifyInt8Digest : public ::testing::Test {
+// Both conversions, the same four cases: a typed suite over what differs.
+struct Bf16Case {
+  using Backend = Bf16FaultyBackend;
+  static constexpr const char* experts = "bf16";
+  static constexpr const char* equal_results = "BF16 results equal the converted bytes: the digest kernel is wrong";
+  static constexpr const char* element = "element 5 (row 0, column 5): device MXFP4 decode";
+  static void options(VerifyOptions&) {}
+};
+struct Int8Case {
+  using Backend = Int8FaultyBackend;
+  static constexpr const char* experts = "int8-shift";
+  static constexpr const char* equal_results = "decode equals the CPU's: the digest kernel is wrong";
+  static constexpr const char* element = "expert 1 row 1 column 5: device decode ";
+  // Expert 0 of each matrix gets the GEMM check (and the full decode), the others digests.
+  static void options(VerifyOptions& o) { o.gemm_experts = 1; }
+};
+
+template <class Case>
+class GpuVerifyConversionDigest : public ::testing::Test {
  protected:
   void SetUp() override {
-    out_ = tmp_.str("int8");
+    out_ = tmp_.str(Case::experts);
     const auto r = test::run_ckpt("convert -q " + test::shell_quote(test::fixture("oracle/dsv4-tiny")) + " " +
-                                  test::shell_quote(out_) + " --experts int8-shift");
+                                  test::shell_quote(out_) + " --experts " + Case::experts);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  VerifyReport verify(Int8FaultyBackend& be, bool full_compare = false, bool reference = true) {
+  VerifyReport verify(typename Case::Backend& be, bool full_compare = false, bool reference = true) {
     VerifyOptions o;
     if (reference) o.reference = test::fixture("oracle/dsv4-tiny");
     o.full_compare = full_compare;
-    o.gemm_experts = 1;  // expert 0 of each matrix gets the GEMM check (and the full decode), the rest digests
     o.memory_budget = 1;  // one job at a time
+    Case::options(o);
     return verify_path(out_, be, o);
   }
   test::TempDir tmp_;
   std::string out_;
 };
+using ConversionCases = ::testing::Types<Bf16Case, Int8Case>;
+TYPED_TEST_SUITE(GpuVerifyConversionDigest, ConversionCases);
 
-TEST_F(GpuVerifyInt8Digest, AnHonestBackendPassesOnDigestsAndTheGemmExpertsDecodeInFull) {
+TYPED_TEST(GpuVerifyConversionDigest, AnHonestBackendPassesOnDigests) {
+  typename TypeParam::Backend be(Fault::none);
+  const VerifyReport r = this->verify(be);
+  EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
+  EXPECT_FALSE(r.findings.has_errors()) << test::describe(r.findings);
+  EXPECT_GT(be.digest_calls, 0);
+}
+
+TYPED_TEST(GpuVerifyConversionDigest, ADigestThatDisagreesWithEqualValuesFailsClosed) {
+  typename TypeParam::Backend be(Fault::digest_only);
+  const VerifyReport r = this->verify(be);
+  EXPECT_GT(r.failed(), 0u);
+  const std::string d = test::describe(r.findings);
+  EXPECT_NE(d.find(TypeParam::equal_results), std::string::npos) << d;
+  EXPECT_EQ(d.find("VERIFY_MISMATCH"), std::string::npos) << d;
+}
+
+TYPED_TEST(GpuVerifyConversionDigest, ADifferentDeviceElementIsNamedWithBothValues) {
+  typename TypeParam::Backend be(Fault::one_element);
+  const VerifyReport r = this->verify(be);
+  ASSERT_GT(r.failed(), 0u);
+  const std::string d = test::describe(r.findings);
+  EXPECT_NE(d.find("VERIFY_MISMATCH"), std::string::npos) << d;
+  EXPECT_NE(d.find(TypeParam::element), std::string::npos) << d;
+  EXPECT_EQ(d.find("digest kernel"), std::string::npos) << d;
+}
+
+TYPED_TEST(GpuVerifyConversionDigest, FullCompareNeverConsultsTheDigest) {
+  typename TypeParam::Backend be(Fault::digest_only);
+  const VerifyReport r = this->verify(be, true);
+  EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
+  EXPECT_EQ(be.digest_calls, 0);
+}
+
+// INT8-shift only: an int8-shift checkpoint verified on its own (no --reference) takes the
+// same digests, and the GEMM experts still decode in full.
+using GpuVerifyInt8Digest = GpuVerifyConversionDigest<Int8Case>;
+TEST_F(GpuVerifyInt8Digest, WithAndWithoutTheReferenceTheGemmExpertsDecodeInFull) {
   for (bool reference : {true, false}) {
     Int8FaultyBackend be(Fault::none);
     const VerifyReport r = verify(be, false, reference);
     EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
     EXPECT_FALSE(r.findings.has_errors()) << test::describe(r.findings);
     EXPECT_GT(be.digest_calls, 0) << reference;
-    EXPECT_GT(be.decode_calls, 0) << reference;  // the GEMM experts
+    EXPECT_GT(be.decode_calls, 0) << reference;
   }
-}
-
-TEST_F(GpuVerifyInt8Digest, ADigestThatDisagreesWithEqualDecodesFailsClosed) {
-  Int8FaultyBackend be(Fault::digest_only);
-  const VerifyReport r = verify(be);
-  EXPECT_GT(r.failed(), 0u);
-  const std::string d = test::describe(r.findings);
-  EXPECT_NE(d.find("decode equals the CPU's: the digest kernel is wrong"), std::string::npos) << d;
-  EXPECT_EQ(d.find("VERIFY_MISMATCH"), std::string::npos) << d;
-}
-
-TEST_F(GpuVerifyInt8Digest, ADifferentDeviceElementIsNamedWithBothValues) {
-  Int8FaultyBackend be(Fault::one_element);
-  const VerifyReport r = verify(be);
-  ASSERT_GT(r.failed(), 0u);
-  const std::string d = test::describe(r.findings);
-  EXPECT_NE(d.find("VERIFY_MISMATCH"), std::string::npos) << d;
-  EXPECT_NE(d.find("expert 1 row 1 column 5: device decode "), std::string::npos) << d;
-  EXPECT_EQ(d.find("digest kernel"), std::string::npos) << d;
-}
-
-TEST_F(GpuVerifyInt8Digest, FullCompareNeverConsultsTheDigest) {
-  Int8FaultyBackend be(Fault::digest_only);
-  const VerifyReport r = verify(be, true);
-  EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
-  EXPECT_EQ(be.digest_calls, 0);
 }
 
 }  // namespace
