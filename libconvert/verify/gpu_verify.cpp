@@ -1021,12 +1021,26 @@ class CheckpointVerifier : public Verifier {
   }
 
   // The original weights on the device and on the CPU: lut_x2[c] * 2^(b - 128), exactly;
-  // each part in steps of at most kStepElems elements (b.w_step), so the GEMM check's memory
-  // does not hold the expert's f32 matrix (its double product decodes its rows itself,
-  // original_rows, the values proven equal here).
+  // each part in steps of at most 1M elements (b.w_step), so the GEMM check's memory does not
+  // hold the expert's f32 matrix (its double product decodes its rows itself, original_rows,
+  // the values proven equal here).
   bool verify_mxfp4(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
                     const std::vector<RemapPart>& parts, ExpertBuffers& b) {
     VerifyCheck& c = add_check("mxfp4_dequant", tensor, "expert " + std::to_string(e), p.rows * p.k);
+    // The remap has accepted these parts; the steps and original_rows index them, so their
+    // sizes are checked here again rather than trusted.
+    uint64_t rows = 0;
+    for (const RemapPart& part : parts) {
+      if (part.weight.size() != part.rows * p.k / 2 || part.scale.size() != part.rows * p.k / 32) rows = UINT64_MAX;
+      if (rows != UINT64_MAX) rows += part.rows;
+    }
+    if (p.k % 32 || rows != p.rows) {
+      c.ok = false;
+      r_.findings.error("VERIFY_LAYOUT", file, tensor, std::nullopt,
+                        "expert " + std::to_string(e) + ": its MXFP4 parts do not make a [" + std::to_string(p.rows) +
+                            ", " + std::to_string(p.k) + "] matrix");
+      return false;
+    }
     const uint64_t step_rows = original_step_rows(p.k);
     Lap lap;
     b.w_step.resize(std::min(step_rows, p.rows) * p.k);
