@@ -318,9 +318,13 @@ uint64_t fp8_job_memory(const ModelTensor& src, const ModelTensor& scale, uint64
   return 4 * scale.nbytes + 7 * step;  // grid (as read, as f32 and its bytes); codes, BF16 got/want/bytes
 }
 
-uint64_t mxfp4_job_memory(const ModelTensor& w, uint64_t chunk) {
-  const uint64_t k = w.shape.size() > 1 ? std::max<uint64_t>(1, w.shape[1] * 2) : 1;
-  const uint64_t elems = std::min(w.nbytes * 2, mxfp4_rows_per_step(k, chunk) * k);
+// Elements per row of a DeepSeek MXFP4 weight [rows, k/2] (0 when it has no second dimension).
+uint64_t mxfp4_k(const ModelTensor& w) { return w.shape.size() > 1 ? w.shape[1] * 2 : 0; }
+
+// An MXFP4 weight of `nbytes` code bytes in rows of k elements (verify_mxfp4_bf16).
+uint64_t mxfp4_job_memory(uint64_t nbytes, uint64_t k, uint64_t chunk) {
+  k = std::max<uint64_t>(1, k);
+  const uint64_t elems = std::min(nbytes * 2, mxfp4_rows_per_step(k, chunk) * k);
   return elems / 2 + elems / 32 + 2 * elems + 4 * elems;  // codes, scales, OUT's BF16, f32
 }
 
@@ -498,7 +502,8 @@ class CheckpointVerifier : public Verifier {
                 &CheckpointVerifier::planned_fp8);
             break;
           case TensorAction::dequant_mxfp4:
-            job(mxfp4_job_memory(in.view.tensors[pt.input], be.max_chunk_bytes()), &CheckpointVerifier::planned_mxfp4);
+            job(mxfp4_job_memory(in.view.tensors[pt.input].nbytes, mxfp4_k(in.view.tensors[pt.input]), be.max_chunk_bytes()),
+                &CheckpointVerifier::planned_mxfp4);
             break;
           case TensorAction::remap_mxfp4: {
             const FusedMatrix& fm = plan.fused[pt.fused];
@@ -532,16 +537,26 @@ class CheckpointVerifier : public Verifier {
                         std::vector<Job>& jobs) {
     if (plan) {
       for (const auto& shard : plan->shards)
-        for (const auto& pt : shard.tensors)
+        for (const auto& pt : shard.tensors) {
+          const ModelTensor& src = model.view.tensors[pt.input];
           if (pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32) {
-            const ModelTensor& src = model.view.tensors[pt.input];
             jobs.push_back({fp8_job_memory(src, model.view.tensors[pt.scale], be.max_chunk_bytes()),
                             [&be, &o, &model, plan, &pt, &src](Sink& s) {
                               CheckpointVerifier v(be, o, s);
                               v.in_ = &model;
                               v.verify_fp8(model, *plan, pt, src, nullptr, nullptr);
                             }});
+          } else if (pt.action == TensorAction::dequant_mxfp4 || pt.action == TensorAction::dequant_mxfp4_blocks) {
+            // A DeepSeek routed expert [rows, k/2], or a gpt-oss _blocks tensor: its E·R rows of K.
+            const bool blocks = pt.action == TensorAction::dequant_mxfp4_blocks;
+            const uint64_t rows = blocks ? std::max<uint64_t>(1, pt.experts) * pt.rows : (src.shape.empty() ? 0 : src.shape[0]);
+            const uint64_t k = blocks ? pt.k : mxfp4_k(src);
+            jobs.push_back({mxfp4_job_memory(src.nbytes, k, be.max_chunk_bytes()), [&be, &o, &model, &pt, &src, rows, k](Sink& s) {
+                              CheckpointVerifier(be, o, s).verify_mxfp4_bf16(model, src, model.view.tensors[pt.scale],
+                                                                             rows, k, nullptr, nullptr);
+                            }});
           }
+        }
     }
     auto error_job = [&jobs](std::string file, std::string tensor, std::string message) {
       jobs.push_back({0, [file, tensor, message](Sink& s) {
@@ -599,7 +614,8 @@ class CheckpointVerifier : public Verifier {
   }
   void planned_mxfp4(const LoadedModel& in, const LoadedModel& out, const ConversionPlan&, const PlannedTensor& pt,
                      const ModelTensor& dst) {
-    verify_mxfp4_bf16(in, in.view.tensors[pt.input], in.view.tensors[pt.scale], out, dst);
+    const ModelTensor& w = in.view.tensors[pt.input];
+    verify_mxfp4_bf16(in, w, in.view.tensors[pt.scale], w.shape.empty() ? 0 : w.shape[0], mxfp4_k(w), &out, &dst);
   }
 
   void verify_copy(const LoadedModel& in, const LoadedModel& out, const ModelTensor& src, const ModelTensor& dst) {
@@ -710,16 +726,23 @@ class CheckpointVerifier : public Verifier {
     digest_kernel_wrong(c, file, step_at(offset), "BF16 results equal the converted bytes");
   }
 
-  // A routed expert of a --experts bf16 conversion: the device's MXFP4 decode of IN, rounded
-  // to BF16 (exact: every finite product is a BF16 value), equals OUT's bytes.
-  void verify_mxfp4_bf16(const LoadedModel& in, const ModelTensor& w, const ModelTensor& s, const LoadedModel& out,
-                         const ModelTensor& dst) {
-    const uint64_t rows = w.shape.empty() ? 0 : w.shape[0], k = w.shape.size() > 1 ? w.shape[1] * 2 : 0;
-    VerifyCheck& c = add_check("mxfp4_dequant", dst.name, "", rows * k);
-    if (rows == 0 || k == 0 || k % 32 || s.nbytes != rows * k / 32 || dst.nbytes != rows * k * 2) {
+  // A [rows, k] MXFP4 weight of IN (a routed expert; a gpt-oss _blocks tensor as its E·R
+  // rows of K) decoded by the device and rounded to BF16 (exact: every finite product is a
+  // BF16 value), step by step, against OUT's BF16 bytes of a --experts bf16 conversion
+  // (`out`, `dst`) or, for a checkpoint alone (`dst` null), the CPU's exact BF16 of the same
+  // bytes (numerics/mxfp4.h, the decoder convert uses).
+  void verify_mxfp4_bf16(const LoadedModel& in, const ModelTensor& w, const ModelTensor& s, uint64_t rows, uint64_t k,
+                         const LoadedModel* out, const ModelTensor* dst) {
+    const ModelTensor& named = dst ? *dst : w;
+    const std::string file = dst ? out->view.file_of(*dst) : in.view.file_of(w);
+    VerifyCheck& c = add_check("mxfp4_dequant", named.name, "", rows * k);
+    if (rows == 0 || k == 0 || k % 32 || w.nbytes != rows * k / 2 || s.nbytes != rows * k / 32 ||
+        (dst && dst->nbytes != rows * k * 2)) {
       c.ok = false;
-      r_.findings.error("VERIFY_LAYOUT", out.view.file_of(dst), dst.name, std::nullopt,
-                        "BF16 expert shape does not match its MXFP4 source");
+      r_.findings.error("VERIFY_LAYOUT", file, named.name, std::nullopt,
+                        dst ? "BF16 expert shape does not match its MXFP4 source"
+                            : "MXFP4 weight and scale sizes do not make a [" + std::to_string(rows) + ", " +
+                                  std::to_string(k) + "] matrix");
       return;
     }
     const uint64_t rows_per_step = mxfp4_rows_per_step(k, chunk_bytes());
@@ -728,37 +751,46 @@ class CheckpointVerifier : public Verifier {
     const std::span<uint8_t> wb = StepBuffers::take(bufs->a, step), sb = StepBuffers::take(bufs->b, step / 16),
                              ob = StepBuffers::take(bufs->c, step * 4);
     const bool digest = bf16_digest_steps(std::min(rows_per_step, rows) * k);
+    const char* wanted = dst ? "converted" : "CPU reference";
     for (uint64_t row = 0; row < rows; row += rows_per_step) {
       const uint64_t n = std::min(rows_per_step, rows - row), elems = n * k;
       std::span<uint8_t> ws(wb.data(), elems / 2), ss(sb.data(), elems / 32), os(ob.data(), elems * 2);
       if (!read(file_of(in, w), w.offset + row * k / 2, ws) || !read(file_of(in, s), s.offset + row * k / 32, ss) ||
-          !read(file_of(out, dst), dst.offset + row * k * 2, os))
+          (dst && !read(file_of(*out, *dst), dst->offset + row * k * 2, os)))
         return void(c.ok = false);
+      if (!dst) {
+        if (auto fault = dequant_mxfp4_rows(ws, ss, k, row, os)) {  // E8M0 0xFF, or beyond BF16
+          c.ok = false;
+          r_.findings.error("VERIFY_INPUT", file, w.name, w.offset + fault->element / 2,
+                            "element " + std::to_string(fault->element) + " (row " + std::to_string(fault->element / k) +
+                                ", column " + std::to_string(fault->element % k) + ") cannot be dequantized (" +
+                                mxfp4_fault_name(fault->kind) + ")");
+          return;
+        }
+      }
       std::string error;
       r_.input_bytes_decoded += ws.size() + ss.size();
       if (digest) {  // 16 bytes back instead of every f32; a differing step compared below
         F32Digest device;
-        if (!be_.mxfp4_bf16_digest(ws, ss, n, k, *r_.digest, device, error))
-          return void(backend_failed(c, out.view.file_of(dst), error));
+        if (!be_.mxfp4_bf16_digest(ws, ss, n, k, *r_.digest, device, error)) return void(backend_failed(c, file, error));
         if (digests_agree(device, os)) continue;
       }
       const std::span<float> f = StepBuffers::take(bufs->got, elems);  // only when every f32 is compared
-      if (!be_.mxfp4_to_f32(ws, ss, n, k, f, error)) return void(backend_failed(c, out.view.file_of(dst), error));
+      if (!be_.mxfp4_to_f32(ws, ss, n, k, f, error)) return void(backend_failed(c, file, error));
       auto got_of = [&](uint64_t i) { return bf16_from_float_rne(f[i]); };
       auto want_of = [&](uint64_t i) { return static_cast<uint16_t>(os[2 * i] | (os[2 * i + 1] << 8)); };
       if (auto bad = first_index(elems, [&](uint64_t i) { return got_of(i) != want_of(i); })) {
-        const uint64_t i = *bad;
+        const uint64_t i = *bad, element = row * k + i;
         const uint16_t got = got_of(i), want = want_of(i);
-        {
-          const uint64_t element = row * k + i;
-          mismatch(c, out.view.file_of(dst), dst.offset + element * 2,
-                   "element " + std::to_string(element) + " (row " + std::to_string(element / k) + ", column " +
-                       std::to_string(element % k) + "): device MXFP4 decode " + hex(got, 4) + " (" +
-                       fmt(bf16_value(got)) + ") vs converted " + hex(want, 4) + " (" + fmt(bf16_value(want)) + ")");
-          return;
-        }
+        mismatch(c, file, dst ? dst->offset + element * 2 : w.offset + element / 2,
+                 "element " + std::to_string(element) + " (row " + std::to_string(element / k) + ", column " +
+                     std::to_string(element % k) + "): device MXFP4 decode " + hex(got, 4) + " (" + fmt(bf16_value(got)) +
+                     ") vs " + wanted + " " + hex(want, 4) + " (" + fmt(bf16_value(want)) + ")");
+        return;
       }
-      if (digest) return void(bf16_digest_wrong(c, out.view.file_of(dst), dst.offset + row * k * 2));
+      if (digest)
+        return void(digest_kernel_wrong(c, file, step_at(dst ? dst->offset + row * k * 2 : w.offset + row * k / 2),
+                                        dst ? "BF16 results equal the converted bytes" : "BF16 results equal the CPU's"));
     }
   }
 
@@ -1599,8 +1631,8 @@ void report_nothing_verified(VerifyReport& r) {
   if (!r.checks.empty() || r.findings.has_errors()) return;
   std::string why;
   if (r.kind == "checkpoint")
-    why = "it holds no FP8 weight with a scale and no INT8-shift expert, the only tensors verified without "
-          "a reference; to verify a conversion's output, give its input with --reference IN";
+    why = "it holds no FP8 weight with a scale, no MXFP4 expert weight and no INT8-shift expert, the only tensors "
+          "verified without a reference; to verify a conversion's output, give its input with --reference IN";
   else if (r.kind == "converted")
     why = "the conversion plan of the reference has no tensor that is present in it";
   else
@@ -1627,9 +1659,17 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
   std::vector<Job> jobs;
   if (o.reference.empty()) {
     r.kind = "checkpoint";
+    // --experts bf16's plan: it pairs the FP8 weights as keep's does and also names every
+    // MXFP4 expert weight (DeepSeek routed experts, gpt-oss _blocks), which a checkpoint alone
+    // verifies too; keep's where bf16's cannot be made.
     ConversionPlan plan;
     Findings pf;
-    const bool planned = plan_conversion(out, ExpertMode::keep, RemapOptions{}, plan, pf);
+    bool planned = plan_conversion(out, ExpertMode::bf16, RemapOptions{}, plan, pf);
+    if (!planned) {
+      plan = ConversionPlan{};
+      pf = Findings{};
+      planned = plan_conversion(out, ExpertMode::keep, RemapOptions{}, plan, pf);
+    }
     if (!planned) report_unpaired_fp8(out, pf, r);
     CheckpointVerifier::plan_self(be, o, out, planned ? &plan : nullptr, jobs);
     run_jobs(jobs, be, o, r);

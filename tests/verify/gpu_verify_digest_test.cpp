@@ -290,6 +290,28 @@ TYPED_TEST(GpuVerifyConversionDigest, FullCompareNeverConsultsTheDigest) {
   EXPECT_EQ(be.digest_calls, 0);
 }
 
+// A checkpoint alone (no --reference): its MXFP4 experts against the CPU's BF16 of the same
+// bytes, by the same digests and with the same faults.
+TEST(GpuVerifyMxfp4Alone, DigestsPassNameADeviceElementAndFailClosed) {
+  auto verify_alone = [](Bf16FaultyBackend& be) {
+    VerifyOptions o;
+    o.memory_budget = 1;  // one job at a time
+    return verify_path(test::fixture("oracle/dsv4-tiny"), be, o);
+  };
+  Bf16FaultyBackend honest(Fault::none);
+  const VerifyReport ok = verify_alone(honest);
+  EXPECT_EQ(ok.failed(), 0u) << test::describe(ok.findings);
+  EXPECT_GT(honest.digest_calls, 0);
+  Bf16FaultyBackend liar(Fault::digest_only);
+  const std::string lie = test::describe(verify_alone(liar).findings);
+  EXPECT_NE(lie.find("BF16 results equal the CPU's: the digest kernel is wrong"), std::string::npos) << lie;
+  EXPECT_EQ(lie.find("VERIFY_MISMATCH"), std::string::npos) << lie;
+  Bf16FaultyBackend wrong(Fault::one_element);
+  const std::string bad = test::describe(verify_alone(wrong).findings);
+  EXPECT_NE(bad.find("element 5 (row 0, column 5): device MXFP4 decode"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("vs CPU reference"), std::string::npos) << bad;
+}
+
 // INT8-shift only: an int8-shift checkpoint verified on its own (no --reference) takes the
 // same digests, and the GEMM experts still decode in full.
 using GpuVerifyInt8Digest = GpuVerifyConversionDigest<Int8Case>;

@@ -73,15 +73,16 @@ class GpuVerify : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return out;
   }
-  // Flips one byte at `offset` bytes into tensor `name`'s payload; returns the shard file.
-  std::string flip(const std::string& dir, const std::string& name, uint64_t offset) {
+  // Flips bit 6 of the byte at `offset` bytes into tensor `name`'s payload (or sets the byte
+  // to `value`); returns the shard file.
+  std::string flip(const std::string& dir, const std::string& name, uint64_t offset, int value = -1) {
     auto model = test::load_model_checked(dir);
     const ModelTensor* t = model->view.find(name);
     EXPECT_NE(t, nullptr) << name;
     if (!t) return "";
     const std::string file = model->view.file_paths[t->file];
     auto bytes = test::read_file(file);
-    bytes[t->offset + offset] ^= 0x40;
+    bytes[t->offset + offset] = value < 0 ? bytes[t->offset + offset] ^ 0x40 : static_cast<uint8_t>(value);
     test::write_file(file, bytes);
     return file;
   }
@@ -406,6 +407,42 @@ TEST_P(GpuVerify, GptOssFlippedInputBlockByteIsAMismatch) {
       << r.out;
   EXPECT_NE(r.out.find("(= CPU reference) vs converted"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mxfp4_dequant            15 ok      1 failed"), std::string::npos) << r.out;
+}
+
+// A checkpoint alone: its MXFP4 expert weights (gpt-oss _blocks, DeepSeek routed experts)
+// are decoded on the device and compared with the CPU's exact BF16 of the same bytes, as its
+// FP8 weights are.
+TEST_P(GpuVerify, AnMxfp4CheckpointAloneVerifiesEveryExpertWeight) {
+  auto gptoss = verify(fixture("families/gptoss-mxfp4/in"), "");
+  EXPECT_EQ(gptoss.exit_code, 0) << gptoss.out << gptoss.err;
+  EXPECT_NE(gptoss.out.find("mxfp4_dequant             4 ok      0 failed"), std::string::npos) << gptoss.out;
+  auto dsv4 = verify(fixture("oracle/dsv4-tiny"), "");
+  EXPECT_EQ(dsv4.exit_code, 0) << dsv4.out << dsv4.err;
+  EXPECT_NE(dsv4.out.find("fp8_dequant              42 ok      0 failed"), std::string::npos) << dsv4.out;
+  EXPECT_NE(dsv4.out.find("mxfp4_dequant           120 ok      0 failed"), std::string::npos) << dsv4.out;
+}
+
+// A scale byte of 0xFF (E8M0 NaN) in a gpt-oss checkpoint alone: no exact BF16 exists, so the
+// CPU reference refuses it, named to the tensor, element and byte offset, never a pass.
+TEST_P(GpuVerify, AnMxfp4ScaleOfNanInACheckpointAloneIsAnInputError) {
+  const std::string in = tmp_.str("in");
+  test::copy_tree(fixture("families/gptoss-mxfp4/in"), in);
+  const std::string scales = "model.layers.1.mlp.experts.down_proj_scales";
+  auto model = test::load_model_checked(in);
+  const ModelTensor* t = model->view.find(scales);
+  ASSERT_NE(t, nullptr);
+  const uint64_t k = t->shape.back() * 32, at = 37;  // scale 37: elements 32 * 37 .. of the E·R rows of K
+  model.reset();
+  flip(in, scales, at, 0xFF);
+  auto r = verify(in, "");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  const uint64_t element = 32 * at;
+  EXPECT_NE(r.out.find("VERIFY_INPUT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("element " + std::to_string(element) + " (row " + std::to_string(element / k) + ", column " +
+                       std::to_string(element % k) + ") cannot be dequantized (scale_nan)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("VERDICT: PASS"), std::string::npos) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GpuVerify, ::testing::Values("emulate", "gpu"),
