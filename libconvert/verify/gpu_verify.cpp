@@ -1613,17 +1613,22 @@ void add_errors(const Findings& from, Findings& to) {
   for (const auto& f : from.items()) to.add(f);
 }
 
-// A checkpoint alone whose FP8 weights cannot be planned (no usable scale, a wrong grid):
-// they are not verified, and a PASS on the rest would hide that.
-void report_unpaired_fp8(const LoadedModel& model, const Findings& plan_findings, VerifyReport& r) {
+// A checkpoint alone whose quantized weights cannot be planned (FP8 without a usable scale
+// or with a wrong grid, MXFP4 blocks of a wrong layout): they are not verified, and a PASS
+// on the rest would hide that. `what`: "3 FP8 tensors are", ...
+void report_unplanned(const Findings& plan_findings, const std::string& what, const std::string& path, VerifyReport& r) {
+  add_errors(plan_findings, r.findings);
+  r.findings.error("VERIFY_INPUT", path, "", std::nullopt,
+                   what + " not verified: the checkpoint cannot be planned (see the other findings)");
+}
+// No plan at all: its FP8 tensors (counted) or, without any, its quantized weights.
+void report_unplanned_checkpoint(const LoadedModel& model, const Findings& plan_findings, VerifyReport& r) {
   const auto fp8 = std::count_if(model.view.tensors.begin(), model.view.tensors.end(), [](const ModelTensor& t) {
     return t.dtype == Dtype::F8_E4M3 || t.dtype == Dtype::F8_E5M2;
   });
-  if (fp8 == 0) return;
-  add_errors(plan_findings, r.findings);
-  r.findings.error("VERIFY_INPUT", model.path, "", std::nullopt,
-                   std::to_string(fp8) + (fp8 == 1 ? " FP8 tensor is" : " FP8 tensors are") +
-                       " not verified: the checkpoint cannot be planned (see the other findings)");
+  report_unplanned(plan_findings,
+                   fp8 == 0 ? "its quantized weights are" : std::to_string(fp8) + (fp8 == 1 ? " FP8 tensor is" : " FP8 tensors are"),
+                   model.path, r);
 }
 
 // Zero checks is no evidence: verify never says PASS about nothing.
@@ -1663,14 +1668,15 @@ void verify_safetensors(const std::string& path, DecodeBackend& be, const Verify
     // MXFP4 expert weight (DeepSeek routed experts, gpt-oss _blocks), which a checkpoint alone
     // verifies too; keep's where bf16's cannot be made.
     ConversionPlan plan;
-    Findings pf;
-    bool planned = plan_conversion(out, ExpertMode::bf16, RemapOptions{}, plan, pf);
+    Findings bf16_findings;
+    bool planned = plan_conversion(out, ExpertMode::bf16, RemapOptions{}, plan, bf16_findings);
     if (!planned) {
       plan = ConversionPlan{};
-      pf = Findings{};
+      Findings pf;
       planned = plan_conversion(out, ExpertMode::keep, RemapOptions{}, plan, pf);
+      if (!planned) report_unplanned_checkpoint(out, pf, r);
+      else report_unplanned(bf16_findings, "its MXFP4 expert weights are", out.path, r);  // only bf16's plan needs them
     }
-    if (!planned) report_unpaired_fp8(out, pf, r);
     CheckpointVerifier::plan_self(be, o, out, planned ? &plan : nullptr, jobs);
     run_jobs(jobs, be, o, r);
     return;

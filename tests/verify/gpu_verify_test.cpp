@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "test_util.h"
 #include "numerics/int8_shift.h"
 #include "verify/backend.h"
@@ -443,6 +445,23 @@ TEST_P(GpuVerify, AnMxfp4ScaleOfNanInACheckpointAloneIsAnInputError) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("VERDICT: PASS"), std::string::npos) << r.out;
+}
+
+// MXFP4 blocks whose scales have the wrong shape, alone: the plan's own finding and an
+// error that the weights are not verified, never "nothing to verify".
+TEST_P(GpuVerify, AnMxfp4CheckpointAloneWithAWrongScaleShapeSaysWhatIsNotVerified) {
+  const std::string dir = tmp_.str("bad");
+  std::filesystem::create_directories(dir);
+  test::write_text(dir + "/config.json", test::read_text(fixture("families/gptoss-mxfp4/in/config.json")));
+  const std::string header =
+      "{\"model.layers.0.mlp.experts.gate_up_proj_blocks\":{\"dtype\":\"U8\",\"shape\":[2,8,2,16],\"data_offsets\":[0,512]},"
+      "\"model.layers.0.mlp.experts.gate_up_proj_scales\":{\"dtype\":\"U8\",\"shape\":[2,17],\"data_offsets\":[512,546]}}";
+  test::write_file(dir + "/model.safetensors", test::make_safetensors(header, std::vector<uint8_t>(546, 0x77)));
+  auto r = verify(dir, "");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("MXFP4_SCALE_SHAPE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("its quantized weights are not verified"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("VERIFY_NOTHING"), std::string::npos) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GpuVerify, ::testing::Values("emulate", "gpu"),
