@@ -121,7 +121,7 @@ void decode_groups(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, std::spa
 }
 
 bool decode_args_ok(std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab, const RemapParams& p) {
-  return p.k != 0 && p.k % kBlock == 0 && p.rows != 0 && size_is(p.rows * p.k, p.rows, p.k) &&
+  return p.k != 0 && p.k % kBlock == 0 && p.rows != 0 && checked_mul(p.rows, p.k) &&
          mxfp4_slab.size() == remap_mxfp4_bytes(p) && shift2_slab.size() == remap_shift2_bytes(p);
 }
 

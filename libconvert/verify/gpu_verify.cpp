@@ -594,7 +594,7 @@ class CheckpointVerifier : public Verifier {
                           v.size_slabs(p, b.got);
                           s.stages.buffers += lap.next();
                           if (!v.read_slabs(model, t, *sh, *cs, e, b.got)) return;
-                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, b, v.int8_digest(p, gemm))) return;
+                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, b, v.decode_by_digest(p, gemm))) return;
                           if (gemm) v.verify_gemm(model.view.file_of(t), t.name, e, p, b, nullptr);
                         }});
       }
@@ -707,7 +707,8 @@ class CheckpointVerifier : public Verifier {
                      fmt(bf16_value(want[*i])) + ")");
         return;
       }
-      if (digest) return void(bf16_digest_wrong(c, file, dst->offset + row * g.cols * 2));
+      if (digest)
+        return void(digest_kernel_wrong(c, file, step_at(dst->offset + row * g.cols * 2), "BF16 results equal the converted bytes"));
     }
   }
 
@@ -721,9 +722,6 @@ class CheckpointVerifier : public Verifier {
     const bool same = device == bf16_digest(out_bytes, 0, *r_.digest);
     r_.stages.compare += lap.next();
     return same;
-  }
-  void bf16_digest_wrong(VerifyCheck& c, const std::string& file, uint64_t offset) {
-    digest_kernel_wrong(c, file, step_at(offset), "BF16 results equal the converted bytes");
   }
 
   // A [rows, k] MXFP4 weight of IN (a routed expert; a gpt-oss _blocks tensor as its E·R
@@ -818,7 +816,7 @@ class CheckpointVerifier : public Verifier {
 
   // Whether an expert's decode is compared by digest (DecodeBackend::has_int8_digest): not
   // where the GEMM check needs the CPU's q, nor past kDigestMaxElems words.
-  bool int8_digest(const RemapParams& p, bool gemm) const {
+  bool decode_by_digest(const RemapParams& p, bool gemm) const {
     return !gemm && be_.has_int8_digest() && !o_.full_compare && r_.digest && p.rows * p.k / 4 <= kDigestMaxElems;
   }
 
@@ -1012,7 +1010,7 @@ class CheckpointVerifier : public Verifier {
       r_.stages.compare += lap.next();
       if (!slabs_equal) return;
       const bool gemm = o_.gemm_experts == 0 || e < o_.gemm_experts;
-      if (!verify_decode(file, mx.name, e, p, b, int8_digest(p, gemm)) || !gemm) return;
+      if (!verify_decode(file, mx.name, e, p, b, decode_by_digest(p, gemm)) || !gemm) return;
       if (!verify_mxfp4(file, mx.name, e, p, parts, b)) return;
       verify_gemm(file, mx.name, e, p, b, &parts);
     }
