@@ -77,7 +77,7 @@ CKPT_AVX2 Inner inner_avx2(const uint8_t* x, uint64_t n, uint64_t j0, const Dige
 DigestWeights::DigestWeights(uint64_t k) : key(k) {
   uint64_t state = k;
   for (auto* table : {&inner_a, &inner_b}) {
-    table->resize(kDigestSpan);
+    table->resize(kDigestInnerStored);
     for (auto& v : *table) v = static_cast<uint32_t>(splitmix64(state)) | 1;
   }
   for (auto* table : {&outer_a, &outer_b}) {

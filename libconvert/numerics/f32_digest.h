@@ -34,6 +34,10 @@ enum class DequantIsa;  // numerics/ggml_dequant.h
 
 inline constexpr uint64_t kDigestSpan = 4096;
 inline constexpr uint64_t kDigestMaxElems = kDigestSpan * kDigestSpan;
+// Inner weights stored per table: the span's, plus one pad entry that no digest term uses.
+// The AVX2 step loads a vector's odd weights from one element on (their 64-bit lanes' low
+// halves, all vpmuludq reads), which at a span's last vector reads one entry past it.
+inline constexpr uint64_t kDigestInnerStored = kDigestSpan + 1;
 
 struct F32Digest {
   uint64_t a = 0, b = 0;
@@ -46,7 +50,8 @@ struct F32Digest {
   }
 };
 
-// The weights of one key: kDigestSpan odd values each (splitmix64 of the key).
+// The weights of one key: kDigestSpan odd values each (splitmix64 of the key); the inner
+// tables hold kDigestInnerStored (their last entry a pad, see above).
 struct DigestWeights {
   explicit DigestWeights(uint64_t key);
   uint64_t key;

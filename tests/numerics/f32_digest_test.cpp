@@ -47,7 +47,7 @@ F32Digest naive_le(std::span<const uint8_t> bytes, int width, uint64_t first, co
 TEST(F32Digest, WeightsAreOddAndDependOnTheKey) {
   const DigestWeights w(1), v(2);
   for (const auto* t : {&w.inner_a, &w.inner_b}) {
-    ASSERT_EQ(t->size(), kDigestSpan);
+    ASSERT_EQ(t->size(), kDigestInnerStored);
     for (uint32_t x : *t) ASSERT_EQ(x & 1, 1u);
   }
   for (const auto* t : {&w.outer_a, &w.outer_b}) {
