@@ -1077,8 +1077,9 @@ class GpuBackend final : public DecodeBackend {
       digest_ready_ = false;
       auto* base = static_cast<uint8_t*>(digest_buf_.get(kAll, error));
       if (!base) return false;
-      if (w.inner_a.size() != kDigestInnerStored || w.inner_b.size() != kDigestInnerStored || w.outer_a.size() != kDigestSpan ||
-          w.outer_b.size() != kDigestSpan)
+      // The inner tables' pad entry (kDigestInnerStored) is for the CPU's loads only: not uploaded.
+      if (w.inner_a.size() != kDigestInnerStored || w.inner_b.size() != kDigestInnerStored ||
+          w.outer_a.size() != kDigestSpan || w.outer_b.size() != kDigestSpan)
         return bad(error, "digest tables");
       if (!upload(base, w.inner_a.data(), kInner, error) || !upload(base + kInner, w.inner_b.data(), kInner, error) ||
           !upload(base + 2 * kInner, w.outer_a.data(), kOuter, error) ||

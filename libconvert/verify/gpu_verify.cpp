@@ -708,7 +708,8 @@ class CheckpointVerifier : public Verifier {
         return;
       }
       if (digest)
-        return void(digest_kernel_wrong(c, file, step_at(dst->offset + row * g.cols * 2), "BF16 results equal the converted bytes"));
+        return void(digest_kernel_wrong(c, file, step_at(dst->offset + row * g.cols * 2),
+                                        "BF16 results equal the converted bytes"));
     }
   }
 
