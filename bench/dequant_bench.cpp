@@ -67,6 +67,10 @@ std::vector<uint8_t> make_input(const BenchType& t, size_t bytes, std::mt19937_6
 }
 
 // Best seconds of `repeats` runs of one dequantization of `in`.
+const char* isa_name(DequantIsa isa) {
+  return isa == DequantIsa::avx512 ? "avx512" : isa == DequantIsa::avx2 ? "avx2" : "scalar";
+}
+
 double best_seconds(DequantIsa isa, int32_t type, const std::vector<uint8_t>& in, std::vector<float>& out,
                     int repeats) {
   std::string error;
@@ -90,7 +94,8 @@ double best_seconds(DequantIsa isa, int32_t type, const std::vector<uint8_t>& in
 }
 
 // The digest benchmark's three ways over `in`, in verify's steps (whole blocks, <= 4M elements).
-enum class DigestWay { dequant_only, dequant_then_digest, fused };
+// fused_avx2: the fused digest on the AVX2 loops, beside (c) where the CPU runs AVX-512.
+enum class DigestWay { dequant_only, dequant_then_digest, fused, fused_avx2 };
 
 F32Digest digest_all(DigestWay way, int32_t type, const std::vector<uint8_t>& in, std::vector<float>& piece,
                      const DigestWeights& w) {
@@ -105,6 +110,8 @@ F32Digest digest_all(DigestWay way, int32_t type, const std::vector<uint8_t>& in
     F32Digest d;
     if (way == DigestWay::fused) {
       if (!ggml_dequant_digest(type, s, 0, w, d, error)) fail(error);
+    } else if (way == DigestWay::fused_avx2) {
+      if (!ggml_dequant_digest_isa(DequantIsa::avx2, type, s, 0, w, d, error)) fail(error);
     } else {
       for (size_t p = 0, index = 0; p < s.size(); p += piece_bytes) {
         const size_t nb = std::min(piece_bytes, s.size() - p), elems = nb / info->type_size * info->block_size;
@@ -130,13 +137,15 @@ double thread_seconds() {
 // Best thread seconds of each way over `repeats` rounds, the ways interleaved in every round
 // (a noisy neighbour slows all three alike); the digests of (b) and (c) checked equal.
 void best_digest_seconds(int32_t type, const std::vector<uint8_t>& in, std::vector<float>& piece,
-                         const DigestWeights& w, int repeats, double (&best)[3]) {
-  const DigestWay ways[3] = {DigestWay::dequant_only, DigestWay::dequant_then_digest, DigestWay::fused};
-  F32Digest result[3];
-  for (int k = 0; k < 3; ++k) result[k] = digest_all(ways[k], type, in, piece, w), best[k] = 1e30;  // warm-up
-  if (!(result[1] == result[2])) fail(std::string(ggml_type_info(type)->name) + ": the fused digest differs");
+                         const DigestWeights& w, int repeats, double (&best)[4]) {
+  const DigestWay ways[4] = {DigestWay::dequant_only, DigestWay::dequant_then_digest, DigestWay::fused,
+                             DigestWay::fused_avx2};
+  F32Digest result[4];
+  for (int k = 0; k < 4; ++k) result[k] = digest_all(ways[k], type, in, piece, w), best[k] = 1e30;  // warm-up
+  if (!(result[1] == result[2]) || !(result[1] == result[3]))
+    fail(std::string(ggml_type_info(type)->name) + ": the fused digest differs");
   for (int r = 0; r < repeats; ++r) {
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < 4; ++k) {
       const double t0 = thread_seconds();
       const F32Digest d = digest_all(ways[k], type, in, piece, w);
       best[k] = std::min(best[k], thread_seconds() - t0);
@@ -151,9 +160,10 @@ int main(int argc, char** argv) {
   const double mb = argc > 1 ? std::atof(argv[1]) : 8.0;
   const int repeats = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
   std::vector<std::string> only(argv + std::min(argc, 3), argv + argc);
-  const bool fast = ggml_dequant_best_isa() == DequantIsa::avx2;
-  std::printf("%-8s %8s %13s %15s %8s\n", "type", "MB in", "scalar MB/s", fast ? "avx2 MB/s" : "dispatch MB/s",
-              "speedup");
+  const DequantIsa isa = ggml_dequant_isa();  // CKPT_DEQUANT_ISA=avx2 on an AVX-512 CPU times the AVX2 loops
+  const bool fast = isa >= DequantIsa::avx2;
+  const std::string fast_column = fast ? std::string(isa_name(isa)) + " MB/s" : "dispatch MB/s";
+  std::printf("%-8s %8s %13s %15s %8s\n", "type", "MB in", "scalar MB/s", fast_column.c_str(), "speedup");
   std::mt19937_64 rng(1);
   for (const BenchType& t : kTypes) {
     const GgmlTypeInfo* info = ggml_type_info(t.type);
@@ -161,14 +171,16 @@ int main(int argc, char** argv) {
     const std::vector<uint8_t> in = make_input(t, static_cast<size_t>(mb * 1e6), rng);
     std::vector<float> out(in.size() / info->type_size * info->block_size);
     const double ts = best_seconds(DequantIsa::scalar, t.type, in, out, repeats);
-    const double tf = best_seconds(ggml_dequant_best_isa(), t.type, in, out, repeats);
+    const double tf = best_seconds(isa, t.type, in, out, repeats);
     const double in_mb = static_cast<double>(in.size()) / 1e6;
     std::printf("%-8s %8.2f %13.0f %15.0f %7.1fx\n", info->name, in_mb, in_mb / ts, in_mb / tf, ts / tf);
   }
   std::printf("\n== verify's CPU digest (%s), MB/s of input: (a) dequantize only, into a 64K piece; (b) "
-              "dequantize + digest per piece (before); (c) fused ggml_dequant_digest; best thread CPU time, interleaved\n",
-              ggml_dequant_isa() == DequantIsa::avx2 ? "avx2" : "scalar");
-  std::printf("%-8s %8s %10s %10s %10s %8s\n", "type", "MB in", "(a)", "(b)", "(c)", "(c)/(b)");
+              "dequantize + digest per piece (before); (c) fused ggml_dequant_digest; (d) (c) on the AVX2 loops; best "
+              "thread CPU time, interleaved\n",
+              isa_name(isa));
+  std::printf("%-8s %8s %10s %10s %10s %10s %8s %8s\n", "type", "MB in", "(a)", "(b)", "(c)", "(d)", "(c)/(b)",
+              "(c)/(d)");
   const DigestWeights w(digest_fresh_key());
   std::vector<float> piece(65536);
   rng.seed(1);  // the same inputs as above
@@ -176,12 +188,12 @@ int main(int argc, char** argv) {
     const GgmlTypeInfo* info = ggml_type_info(t.type);
     if (!only.empty() && std::find(only.begin(), only.end(), info->name) == only.end()) continue;
     const std::vector<uint8_t> in = make_input(t, static_cast<size_t>(mb * 1e6), rng);
-    double best[3];
+    double best[4];
     best_digest_seconds(t.type, in, piece, w, 2 * repeats, best);
-    const double ta = best[0], tb = best[1], tc = best[2];
+    const double ta = best[0], tb = best[1], tc = best[2], td = best[3];
     const double in_mb = static_cast<double>(in.size()) / 1e6;
-    std::printf("%-8s %8.2f %10.0f %10.0f %10.0f %7.2fx\n", info->name, in_mb, in_mb / ta, in_mb / tb, in_mb / tc,
-                tb / tc);
+    std::printf("%-8s %8.2f %10.0f %10.0f %10.0f %10.0f %7.2fx %7.2fx\n", info->name, in_mb, in_mb / ta, in_mb / tb,
+                in_mb / tc, in_mb / td, tb / tc, td / tc);
   }
   return 0;
 }

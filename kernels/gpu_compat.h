@@ -38,6 +38,7 @@
 #define gpuStream_t hipStream_t
 #define gpuStreamCreateNonBlocking(s) hipStreamCreateWithFlags(s, hipStreamNonBlocking)
 #define gpuStreamSynchronize hipStreamSynchronize
+#define gpuStreamWaitEvent hipStreamWaitEvent
 #define gpuStreamDestroy hipStreamDestroy
 #define gpuMallocHost(p, bytes) hipHostMalloc(p, bytes, hipHostMallocDefault)
 #define gpuFreeHost hipHostFree
@@ -71,6 +72,7 @@
 #define gpuStream_t cudaStream_t
 #define gpuStreamCreateNonBlocking(s) cudaStreamCreateWithFlags(s, cudaStreamNonBlocking)
 #define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuStreamWaitEvent cudaStreamWaitEvent
 #define gpuStreamDestroy cudaStreamDestroy
 #define gpuMallocHost(p, bytes) cudaMallocHost(p, bytes)
 #define gpuFreeHost cudaFreeHost

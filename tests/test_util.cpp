@@ -207,4 +207,12 @@ bool cpu_has_avx2_f16c() {
 #endif
 }
 
+bool cpu_has_avx512f() {
+#if defined(__x86_64__)
+  return cpu_has_avx2_f16c() && __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
 }  // namespace ckpt::test

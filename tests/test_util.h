@@ -109,5 +109,7 @@ void PrintTo(const GgmlAvx2Type& t, std::ostream* os);  // the type's name
 // True when this CPU runs AVX2 and F16C (what the AVX2 loops need), asked of CPUID here, not
 // of the library under test.
 bool cpu_has_avx2_f16c();
+// True when it also runs AVX-512F (what the AVX-512 loops need; their tests skip elsewhere).
+bool cpu_has_avx512f();
 
 }  // namespace ckpt::test

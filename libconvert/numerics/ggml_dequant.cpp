@@ -9,6 +9,7 @@
 #include "core/ggml_types.h"
 #include "numerics/f32_digest.h"
 #include "numerics/ggml_dequant_avx2.h"
+#include "numerics/ggml_dequant_avx512.h"
 #include "numerics/ggml_tables.h"
 
 // Why plain float arithmetic is bit-exact here (gguf.md §5): every product d·sc·q has at
@@ -373,19 +374,32 @@ std::string ggml_unsupported_message(int32_t type) {
 }
 
 DequantIsa ggml_dequant_best_isa() {
-  return dequant_avx2::cpu_supported() ? DequantIsa::avx2 : DequantIsa::scalar;
+  if (!dequant_avx2::cpu_supported()) return DequantIsa::scalar;
+  return dequant_avx512::cpu_supported() ? DequantIsa::avx512 : DequantIsa::avx2;
 }
 
 namespace {
 
-DequantIsa runnable(DequantIsa isa) { return isa == DequantIsa::avx2 ? ggml_dequant_best_isa() : DequantIsa::scalar; }
+// The ISAs are ordered, each a superset of the one before: what runs is the lesser of the
+// one asked for and the CPU's best.
+DequantIsa runnable(DequantIsa isa) { return std::min(isa, ggml_dequant_best_isa()); }
 
 DequantIsa environment_isa() {
   static const DequantIsa isa = [] {
     const char* v = std::getenv("CKPT_DEQUANT_ISA");
-    return v && std::string_view(v) == "scalar" ? DequantIsa::scalar : ggml_dequant_best_isa();
+    const std::string_view asked = v ? v : "";
+    if (asked == "scalar") return DequantIsa::scalar;
+    if (asked == "avx2") return runnable(DequantIsa::avx2);
+    return ggml_dequant_best_isa();
   }();
   return isa;
+}
+
+// The block loop `isa` runs for `type`: 2 = AVX-512, 1 = AVX2, 0 = the scalar reference.
+int loop_level(DequantIsa isa, int32_t type) {
+  const DequantIsa r = runnable(isa);
+  if (r == DequantIsa::avx512 && dequant_avx512::has_loop(type)) return 2;
+  return r >= DequantIsa::avx2 && dequant_avx2::has_loop(type) ? 1 : 0;
 }
 
 // -1: not forced (the environment's choice); else a DequantIsa.
@@ -405,8 +419,10 @@ DequantIsa ggml_dequant_force_isa(DequantIsa isa) {
 }
 
 bool ggml_dequant_has_fast_path(DequantIsa isa, int32_t type) {
-  return isa == DequantIsa::avx2 && dequant_avx2::has_loop(type);
+  return isa >= DequantIsa::avx2 && dequant_avx2::has_loop(type);
 }
+
+bool ggml_dequant_has_avx512_loop(int32_t type) { return dequant_avx512::has_loop(type); }
 
 bool ggml_dequantize(int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out, std::string& error) {
   return ggml_dequantize_isa(ggml_dequant_isa(), type, whole_blocks, out, error);
@@ -428,8 +444,8 @@ bool ggml_dequantize_isa(DequantIsa isa, int32_t type, std::span<const uint8_t> 
     return false;
   }
   if (!is_float_type(type) && !tables_ok(error)) return false;
-  if (runnable(isa) == DequantIsa::avx2 && dequant_avx2::has_loop(type)) {
-    dequant_avx2::dequantize(type, whole_blocks.data(), blocks, out.data());
+  if (const int level = loop_level(isa, type); level > 0) {
+    (level == 2 ? dequant_avx512::dequantize : dequant_avx2::dequantize)(type, whole_blocks.data(), blocks, out.data());
     return true;
   }
   if (is_float_type(type)) {
@@ -475,7 +491,8 @@ bool ggml_dequant_digest_isa(DequantIsa isa, int32_t type, std::span<const uint8
   out = {};
   const uint8_t* in = whole_blocks.data();
   float piece[kPiece];
-  if (runnable(isa) != DequantIsa::avx2 || !dequant_avx2::has_loop(type)) {
+  const int level = loop_level(isa, type);
+  if (level == 0) {
     const uint64_t piece_blocks = kPiece / bs;
     for (uint64_t done = 0, i = first_index; done < blocks;) {
       const uint64_t k = std::min(piece_blocks, blocks - done);
@@ -488,16 +505,18 @@ bool ggml_dequant_digest_isa(DequantIsa isa, int32_t type, std::span<const uint8
     return true;
   }
   // Fused: the whole blocks inside one span at a time, their inner sums times its outer weight.
+  const auto dequantize = level == 2 ? dequant_avx512::dequantize : dequant_avx2::dequantize;
+  const auto digest_inner = level == 2 ? dequant_avx512::digest_inner : dequant_avx2::digest_inner;
   for (uint64_t done = 0, i = first_index; done < blocks;) {
     const uint64_t span = i / kDigestSpan, j = i % kDigestSpan;
     uint64_t k = std::min((kDigestSpan - j) / bs, blocks - done);
     if (k == 0) {  // the block crosses into the next span
       k = 1;
-      dequant_avx2::dequantize(type, in + done * ts, 1, piece);
+      dequantize(type, in + done * ts, 1, piece);
       out += f32_digest_isa(DequantIsa::avx2, std::span<const float>(piece, bs), i, w);
     } else {
       uint64_t a, b;
-      dequant_avx2::digest_inner(type, in + done * ts, k, w.inner_a.data() + j, w.inner_b.data() + j, a, b);
+      digest_inner(type, in + done * ts, k, w.inner_a.data() + j, w.inner_b.data() + j, a, b);
       out.a += a * w.outer_a[span];
       out.b += b * w.outer_b[span];
     }

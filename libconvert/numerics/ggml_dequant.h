@@ -56,20 +56,26 @@ std::string ggml_unsupported_message(int32_t type);
 // or corrupt lookup tables) and leaves `out` unspecified.
 bool ggml_dequantize(int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out, std::string& error);
 
-// The instruction sets ggml_dequantize can run on. `scalar` is the reference.
-enum class DequantIsa { scalar, avx2 };
+// The instruction sets ggml_dequantize can run on, in order, each including the one before:
+// `scalar` is the reference; `avx2` the AVX2 block loops; `avx512` the AVX-512 loops of the
+// types that have one (ggml_dequant_has_avx512_loop) and the AVX2 loops of the rest. Every
+// code outside numerics that has an AVX2 loop of its own runs it from avx2 up (isa >= avx2).
+enum class DequantIsa { scalar, avx2, avx512 };
 
-// What this CPU runs: avx2 when it has AVX2 and F16C (checked once), else scalar.
+// What this CPU runs (checked once): avx512 when it has AVX-512F (and AVX2 and F16C), avx2
+// when it has AVX2 and F16C, else scalar.
 DequantIsa ggml_dequant_best_isa();
 // What ggml_dequantize uses now: ggml_dequant_best_isa(), unless the environment has
-// CKPT_DEQUANT_ISA=scalar at the first call (benchmarks time the reference that way) or
-// ggml_dequant_force_isa was called.
+// CKPT_DEQUANT_ISA=scalar or =avx2 at the first call (benchmarks time the reference, or the
+// AVX2 loops on an AVX-512 CPU, that way) or ggml_dequant_force_isa was called.
 DequantIsa ggml_dequant_isa();
 // Test and benchmark hook: makes ggml_dequantize use `isa` process-wide (an ISA the CPU
 // lacks falls back to scalar). Returns the previous choice.
 DequantIsa ggml_dequant_force_isa(DequantIsa isa);
 // True when `isa` has its own block loop for `type` (other types run the scalar loop).
 bool ggml_dequant_has_fast_path(DequantIsa isa, int32_t type);
+// True when `type` has an AVX-512 loop (what DequantIsa::avx512 runs where the CPU has it).
+bool ggml_dequant_has_avx512_loop(int32_t type);
 // ggml_dequantize on an explicit ISA (clamped to what the CPU runs), with no shared state:
 // the tests compare the two paths through this.
 bool ggml_dequantize_isa(DequantIsa isa, int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out,

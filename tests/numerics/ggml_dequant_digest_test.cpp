@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -59,8 +60,22 @@ F32Digest reference(int32_t type, std::span<const uint8_t> blocks, uint64_t firs
   if (!ggml_dequantize_isa(DequantIsa::avx2, type, blocks, y, error))
     return ::testing::AssertionFailure() << "avx2 dequantize: " << error;
   const F32Digest two_steps = f32_digest_isa(DequantIsa::avx2, y, first, w);
-  const std::pair<const char*, F32Digest> got[] = {
-      {"fused avx2", fused}, {"scalar", scalar}, {"dispatched", dispatched}, {"avx2 dequantize then digest", two_steps}};
+  // The AVX-512 loops where the type has one and this CPU runs them (else the AVX2 ones again).
+  const bool avx512 = test::cpu_has_avx512f() && ggml_dequant_has_avx512_loop(type);
+  F32Digest fused512 = fused, two_steps512 = two_steps;
+  if (avx512) {
+    if (!ggml_dequant_digest_isa(DequantIsa::avx512, type, blocks, first, w, fused512, error))
+      return ::testing::AssertionFailure() << "avx512: " << error;
+    if (!ggml_dequantize_isa(DequantIsa::avx512, type, blocks, y, error))
+      return ::testing::AssertionFailure() << "avx512 dequantize: " << error;
+    two_steps512 = f32_digest_isa(DequantIsa::avx512, y, first, w);
+  }
+  const std::pair<const char*, F32Digest> got[] = {{"fused avx2", fused},
+                                                   {"scalar", scalar},
+                                                   {"dispatched", dispatched},
+                                                   {"avx2 dequantize then digest", two_steps},
+                                                   {"fused avx512", fused512},
+                                                   {"avx512 dequantize then digest", two_steps512}};
   for (const auto& [what, d] : got) {
     if (d == want) continue;
     auto failure = ::testing::AssertionFailure() << info->name << " " << blocks.size() / ts << " blocks from index "
@@ -69,7 +84,9 @@ F32Digest reference(int32_t type, std::span<const uint8_t> blocks, uint64_t firs
     for (size_t k = 0; k < blocks.size() / ts; ++k) {  // the first block that differs alone
       const auto one = blocks.subspan(k * ts, ts);
       F32Digest f;
-      ggml_dequant_digest_isa(DequantIsa::avx2, type, one, first + k * bs, w, f, error);
+      ggml_dequant_digest_isa(std::string_view(what).find("avx512") != std::string_view::npos ? DequantIsa::avx512
+                                                                                               : DequantIsa::avx2,
+                              type, one, first + k * bs, w, f, error);
       if (f == reference(type, one, first + k * bs, w)) continue;
       std::string bytes;
       for (uint8_t v : one) {

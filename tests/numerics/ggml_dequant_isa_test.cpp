@@ -29,16 +29,10 @@ std::string hex(float f) {
   return b;
 }
 
-// Both paths on the same bytes; the first element whose bits differ, named.
-::testing::AssertionResult same_on_both(int32_t type, const std::vector<uint8_t>& blocks) {
-  const GgmlTypeInfo* info = ggml_type_info(type);
-  const size_t n = blocks.size() / info->type_size * info->block_size;
-  std::vector<float> ref(n), fast(n);
-  std::string error;
-  if (!ggml_dequantize_isa(DequantIsa::scalar, type, blocks, ref, error))
-    return ::testing::AssertionFailure() << "scalar: " << error;
-  if (!ggml_dequantize_isa(DequantIsa::avx2, type, blocks, fast, error))
-    return ::testing::AssertionFailure() << "avx2: " << error;
+// The first element whose bits differ between ref and fast, named with its block's bytes.
+::testing::AssertionResult same_bits(const GgmlTypeInfo* info, const std::vector<uint8_t>& blocks,
+                                     const std::vector<float>& ref, const std::vector<float>& fast, const char* isa_name) {
+  const size_t n = ref.size();
   for (size_t i = 0; i < n; ++i) {
     if (std::bit_cast<uint32_t>(ref[i]) != std::bit_cast<uint32_t>(fast[i])) {
       const size_t b = i / info->block_size, off = b * info->type_size;
@@ -49,9 +43,29 @@ std::string hex(float f) {
         bytes += h;
       }
       return ::testing::AssertionFailure() << info->name << " block " << b << " element " << i % info->block_size
-                                           << ": scalar " << hex(ref[i]) << " avx2 " << hex(fast[i])
+                                           << ": scalar " << hex(ref[i]) << " " << isa_name << " " << hex(fast[i])
                                            << " (block bytes " << bytes << ")";
     }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The fast paths and the reference on the same bytes; the first element whose bits differ, named.
+::testing::AssertionResult same_on_both(int32_t type, const std::vector<uint8_t>& blocks) {
+  const GgmlTypeInfo* info = ggml_type_info(type);
+  const size_t n = blocks.size() / info->type_size * info->block_size;
+  std::vector<float> ref(n);
+  std::string error;
+  if (!ggml_dequantize_isa(DequantIsa::scalar, type, blocks, ref, error))
+    return ::testing::AssertionFailure() << "scalar: " << error;
+  // The AVX2 loop, and the AVX-512 loop where the type has one and this CPU runs it.
+  for (DequantIsa isa : {DequantIsa::avx2, DequantIsa::avx512}) {
+    if (isa == DequantIsa::avx512 && !(test::cpu_has_avx512f() && ggml_dequant_has_avx512_loop(type))) continue;
+    const char* isa_name = isa == DequantIsa::avx2 ? "avx2" : "avx512";
+    std::vector<float> fast(n);
+    if (!ggml_dequantize_isa(isa, type, blocks, fast, error))
+      return ::testing::AssertionFailure() << isa_name << ": " << error;
+    if (auto r = same_bits(info, blocks, ref, fast, isa_name); !r) return r;
   }
   return ::testing::AssertionSuccess();
 }
@@ -71,6 +85,18 @@ class GgmlDequantIsa : public ::testing::TestWithParam<TypeCase> {
   const GgmlTypeInfo* info_ = nullptr;
   std::mt19937_64 rng_{20251201};
 };
+
+// The AVX-512 loops are the two types a large GGUF is mostly made of; the CPU's best ISA is
+// what CPUID says (asked here, not of the library), so an AVX-512 host runs them.
+TEST(GgmlDequantIsaChoice, Avx512LoopsAndTheBestIsa) {
+  for (int32_t type : {kGgmlQ4_K, kGgmlIQ3_S}) EXPECT_TRUE(ggml_dequant_has_avx512_loop(type)) << type;
+  for (int32_t type : {kGgmlQ8_0, kGgmlQ6_K, kGgmlF32}) EXPECT_FALSE(ggml_dequant_has_avx512_loop(type)) << type;
+  const DequantIsa want = test::cpu_has_avx512f()    ? DequantIsa::avx512
+                          : test::cpu_has_avx2_f16c() ? DequantIsa::avx2
+                                                      : DequantIsa::scalar;
+  EXPECT_EQ(static_cast<int>(ggml_dequant_best_isa()), static_cast<int>(want));
+  EXPECT_TRUE(ggml_dequant_has_fast_path(DequantIsa::avx512, kGgmlQ8_0));  // avx512 includes every AVX2 loop
+}
 
 TEST_P(GgmlDequantIsa, HasAnAvx2Loop) {
   EXPECT_TRUE(ggml_dequant_has_fast_path(DequantIsa::avx2, GetParam().type)) << info_->name;

@@ -18,7 +18,7 @@
 namespace ckpt {
 namespace {
 
-bool cpu_runs_avx2() { return ggml_dequant_best_isa() == DequantIsa::avx2; }
+bool cpu_runs_avx2() { return ggml_dequant_best_isa() >= DequantIsa::avx2; }
 
 constexpr RemapRounding kRoundings[] = {RemapRounding::half_away, RemapRounding::half_even};
 
