@@ -1,14 +1,15 @@
 // AVX-512 block loops for ggml_dequantize and ggml_dequant_digest: the AVX2 loops' formulas
-// (ggml_dequant_avx2.cpp) on 16 lanes, for the types a large GGUF is mostly made of (IQ3_S,
-// Q4_K). What they gain is the digest: its step takes 16 elements per four multiplies
+// (ggml_dequant_avx2.cpp) on 16 lanes, for the types large GGUFs are mostly made of (Q8_0,
+// IQ4_NL, MXFP4, Q4_K, Q6_K, IQ3_XXS, IQ2_S, IQ3_S). What they gain is the digest: its step takes 16 elements per four multiplies
 // (f32_digest_avx512.h), where the AVX2 step takes 8. Built and run as the AVX2 file is: the
 // baseline ISA with a target attribute on every function, called only after a CPU check,
 // -ffp-contract=off and no FMA in the attribute.
 //
 // Bit-identical to the scalar loops, NaN payloads included, for the AVX2 file's reasons:
 // every product is exact and is computed from the same operands (a block scale times an
-// integer code); Q4_K's one rounding is the same subtraction; IQ3_S's sign is a sign-bit flip
-// of db · g, as in the reference (here by a masked xor, the mask the block's sign bits).
+// integer code); Q4_K's one rounding is the same subtraction; the i-quants' sign is a
+// sign-bit flip of db · g, as in the reference (here by a masked xor, the mask the block's
+// sign bits); the sub-block scales are the same scalar float expressions.
 #include "numerics/ggml_dequant_avx512.h"
 
 #include <cstring>
@@ -83,6 +84,43 @@ CKPT_AVX512 inline __m512 u8x16(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cv
 CKPT_AVX512 inline __m128i lo128(__m256i v) { return _mm256_castsi256_si128(v); }
 CKPT_AVX512 inline __m128i hi128(__m256i v) { return _mm256_extracti128_si256(v, 1); }
 
+// Sixteen signed bytes as floats.
+CKPT_AVX512 inline __m512 i8x16(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
+// The sign bit flipped in the lanes whose bit of `signs` is 1 (the i-quants' negation of db · g).
+CKPT_AVX512 inline __m512 negate_where(__m512 v, uint32_t signs) {
+  const __m512i bits = _mm512_castps_si512(v);
+  return _mm512_castsi512_ps(
+      _mm512_mask_xor_epi32(bits, static_cast<__mmask16>(signs), bits, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+}
+
+// ---- 32-element blocks --------------------------------------------------------------------
+
+template <class Y>
+CKPT_AVX512 void q8_0(const uint8_t* b, Y y) {
+  const __m512 d = _mm512_set1_ps(f16_at(b));
+  const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
+  const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18));
+  put(y, _mm512_mul_ps(i8x16(q0), d));
+  put(y + 16, _mm512_mul_ps(i8x16(q1), d));
+}
+
+// 16 bytes of nibbles through a 16-entry int8 table, times d (IQ4_NL, MXFP4).
+template <class Y>
+CKPT_AVX512 inline void nibble_table32(const uint8_t* qs, const int8_t* table, __m512 d, Y y) {
+  const __m128i kv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m4 = _mm_set1_epi8(0x0F);
+  put(y, _mm512_mul_ps(d, i8x16(_mm_shuffle_epi8(kv, _mm_and_si128(v, m4)))));
+  put(y + 16, _mm512_mul_ps(d, i8x16(_mm_shuffle_epi8(kv, _mm_and_si128(_mm_srli_epi16(v, 4), m4)))));
+}
+template <class Y>
+CKPT_AVX512 void iq4_nl(const uint8_t* b, Y y) {
+  nibble_table32(b + 2, kvalues_iq4nl.data(), _mm512_set1_ps(f16_at(b)), y);
+}
+template <class Y>
+CKPT_AVX512 void mxfp4(const uint8_t* b, Y y) {
+  nibble_table32(b + 1, kvalues_fp4.data(), _mm512_set1_ps(ggml_e8m0_to_f32_half(b[0])), y);
+}
+
 // ---- Q4_K ---------------------------------------------------------------------------------
 
 inline void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
@@ -120,6 +158,73 @@ CKPT_AVX512 void q4_k(const uint8_t* b, Y y) {
   }
 }
 
+// ---- Q6_K ---------------------------------------------------------------------------------
+
+template <class Y>
+CKPT_AVX512 void q6_k(const uint8_t* b, Y y) {
+  const float d = f16_at(b + 208);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
+  for (int half = 0; half < 2; ++half, y += 128) {
+    const uint8_t* ql = b + 64 * half;
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half));
+    const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * half);
+    // q1..q4 of the reference: l-th byte of each is element l, 32 + l, 64 + l, 96 + l.
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+        _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+    };
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_sub_epi8(q[k], bias);
+      put(y + 32 * k, _mm512_mul_ps(_mm512_set1_ps(d * static_cast<float>(sc[2 * k])), i8x16(lo128(v))));
+      put(y + 32 * k + 16, _mm512_mul_ps(_mm512_set1_ps(d * static_cast<float>(sc[2 * k + 1])), i8x16(hi128(v))));
+    }
+  }
+}
+
+// ---- i-quants -----------------------------------------------------------------------------
+
+// IQ3_XXS: per 32-element sub-block, eight 8-bit grid indices gathered; the four 7-bit sign
+// fields through ksigns_iq2xs, one byte each, make the sub-block's 32 sign bits.
+template <class Y>
+CKPT_AVX512 void iq3_xxs(const uint8_t* b, Y y) {
+  const float d = f16_at(b);
+  const int* grid = reinterpret_cast<const int*>(iq3xxs_grid.data());
+  for (int ib = 0; ib < 8; ++ib, y += 32) {
+    const uint32_t aux = ld32(b + 66 + 4 * ib);
+    const __m512 db = _mm512_set1_ps(d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f);
+    const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * ib)));
+    const __m256i g = _mm256_i32gather_epi32(grid, idx, 4);
+    uint32_t sign_bits = 0;
+    for (int l = 0; l < 4; ++l) sign_bits |= uint32_t{ksigns_iq2xs[(aux >> (7 * l)) & 127]} << (8 * l);
+    put(y, negate_where(_mm512_mul_ps(db, u8x16(lo128(g))), sign_bits));
+    put(y + 16, negate_where(_mm512_mul_ps(db, u8x16(hi128(g))), sign_bits >> 16));
+  }
+}
+
+// IQ2_S: per 32-element sub-block, four 10-bit indices (qs bytes, two bits each from qh) of
+// 8-magnitude grid entries gathered; the first 16 elements scaled by db[0], the rest db[1].
+template <class Y>
+CKPT_AVX512 void iq2_s(const uint8_t* b, Y y) {
+  const float d = f16_at(b);
+  const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
+  const auto* grid = reinterpret_cast<const long long*>(iq2s_grid.data());
+  const __m128i high_shift = _mm_setr_epi32(8, 6, 4, 2), bits89 = _mm_set1_epi32(0x300);
+  for (int ib = 0; ib < 8; ++ib, y += 32) {
+    const __m512 db0 = _mm512_set1_ps(d * (0.5f + static_cast<float>(scales[ib] & 0xF)) * 0.25f);
+    const __m512 db1 = _mm512_set1_ps(d * (0.5f + static_cast<float>(scales[ib] >> 4)) * 0.25f);
+    const __m128i low8 = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(ld32(qs + 4 * ib))));
+    const __m128i high = _mm_and_si128(_mm_sllv_epi32(_mm_set1_epi32(qh[ib]), high_shift), bits89);
+    const __m256i g = _mm256_i32gather_epi64(grid, _mm_or_si128(low8, high), 8);
+    const uint32_t sign_bits = ld32(signs + 4 * ib);
+    put(y, negate_where(_mm512_mul_ps(db0, u8x16(lo128(g))), sign_bits));
+    put(y + 16, negate_where(_mm512_mul_ps(db1, u8x16(hi128(g))), sign_bits >> 16));
+  }
+}
+
 // ---- IQ3_S --------------------------------------------------------------------------------
 
 // Per 32-element sub-block: its eight 9-bit grid indices (qs bytes, the ninth bit from qh)
@@ -130,7 +235,6 @@ CKPT_AVX512 void iq3_s(const uint8_t* b, Y y) {
   const float d = f16_at(b);
   const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
   const __m256i ninth_shift = _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1), bit8 = _mm256_set1_epi32(256);
-  const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
   const int* grid = reinterpret_cast<const int*>(iq3s_grid.data());
   for (int ib = 0; ib < 8; ++ib, y += 32) {
     const int s = (scales[ib / 2] >> (4 * (ib % 2))) & 0xF;
@@ -139,14 +243,14 @@ CKPT_AVX512 void iq3_s(const uint8_t* b, Y y) {
     const __m256i ninth = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(qh[ib]), ninth_shift), bit8);
     const __m256i g = _mm256_i32gather_epi32(grid, _mm256_or_si256(low8, ninth), 4);
     const uint32_t sign_bits = ld32(signs + 4 * ib);
-    const __m512i v0 = _mm512_castps_si512(_mm512_mul_ps(db, u8x16(lo128(g))));
-    const __m512i v1 = _mm512_castps_si512(_mm512_mul_ps(db, u8x16(hi128(g))));
-    put(y, _mm512_castsi512_ps(_mm512_mask_xor_epi32(v0, static_cast<__mmask16>(sign_bits), v0, sign_bit)));
-    put(y + 16, _mm512_castsi512_ps(_mm512_mask_xor_epi32(v1, static_cast<__mmask16>(sign_bits >> 16), v1, sign_bit)));
+    put(y, negate_where(_mm512_mul_ps(db, u8x16(lo128(g))), sign_bits));
+    put(y + 16, negate_where(_mm512_mul_ps(db, u8x16(hi128(g))), sign_bits >> 16));
   }
 }
 
-#define CKPT_AVX512_BLOCK_TYPES(X) X(kGgmlQ4_K, q4_k) X(kGgmlIQ3_S, iq3_s)
+#define CKPT_AVX512_BLOCK_TYPES(X)                                                                         \
+  X(kGgmlQ8_0, q8_0) X(kGgmlIQ4_NL, iq4_nl) X(kGgmlMXFP4, mxfp4) X(kGgmlQ4_K, q4_k) X(kGgmlQ6_K, q6_k) \
+  X(kGgmlIQ3_XXS, iq3_xxs) X(kGgmlIQ2_S, iq2_s) X(kGgmlIQ3_S, iq3_s)
 
 template <class Y>
 bool run(int32_t type, const uint8_t* in, size_t blocks, Y y) {

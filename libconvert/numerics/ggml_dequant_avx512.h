@@ -1,6 +1,6 @@
 // The AVX-512 block loops of ggml_dequantize and ggml_dequant_digest (ggml_dequant_avx512.cpp)
-// for the types that dominate a large GGUF's verify on the hosts that have AVX-512; every
-// other type runs its AVX2 loop there. Internal to ggml_dequant.cpp, which picks them at run
+// for the types large GGUFs are mostly made of, on the hosts that have AVX-512; every other
+// type runs its AVX2 loop there. Internal to ggml_dequant.cpp, which picks them at run
 // time (DequantIsa::avx512) and tests them against the scalar reference like the AVX2 loops.
 #pragma once
 

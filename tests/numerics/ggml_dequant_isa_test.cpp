@@ -86,11 +86,12 @@ class GgmlDequantIsa : public ::testing::TestWithParam<TypeCase> {
   std::mt19937_64 rng_{20251201};
 };
 
-// The AVX-512 loops are the two types a large GGUF is mostly made of; the CPU's best ISA is
-// what CPUID says (asked here, not of the library), so an AVX-512 host runs them.
+// The AVX-512 loops are the types large GGUFs are mostly made of; the CPU's best ISA is what
+// CPUID says (asked here, not of the library), so an AVX-512 host runs them.
 TEST(GgmlDequantIsaChoice, Avx512LoopsAndTheBestIsa) {
-  for (int32_t type : {kGgmlQ4_K, kGgmlIQ3_S}) EXPECT_TRUE(ggml_dequant_has_avx512_loop(type)) << type;
-  for (int32_t type : {kGgmlQ8_0, kGgmlQ6_K, kGgmlF32}) EXPECT_FALSE(ggml_dequant_has_avx512_loop(type)) << type;
+  for (int32_t type : {kGgmlQ8_0, kGgmlIQ4_NL, kGgmlMXFP4, kGgmlQ4_K, kGgmlQ6_K, kGgmlIQ3_XXS, kGgmlIQ2_S, kGgmlIQ3_S})
+    EXPECT_TRUE(ggml_dequant_has_avx512_loop(type)) << type;
+  for (int32_t type : {kGgmlQ2_K, kGgmlQ5_K, kGgmlF32, kGgmlBF16}) EXPECT_FALSE(ggml_dequant_has_avx512_loop(type)) << type;
   const DequantIsa want = test::cpu_has_avx512f()    ? DequantIsa::avx512
                           : test::cpu_has_avx2_f16c() ? DequantIsa::avx2
                                                       : DequantIsa::scalar;
