@@ -10,6 +10,7 @@
 #include "numerics/f32_digest.h"
 #include "numerics/ggml_dequant_avx2.h"
 #include "numerics/ggml_dequant_avx512.h"
+#include "numerics/ggml_block_fields.h"
 #include "numerics/ggml_tables.h"
 
 // Why plain float arithmetic is bit-exact here (gguf.md §5): every product d·sc·q has at
@@ -22,14 +23,11 @@
 namespace ckpt {
 namespace {
 
-uint16_t ld16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-// Byte-wise little-endian loads: blocks are unaligned (17-, 82-, 110-byte strides) and the
-// compiler turns these into single loads.
-uint32_t ld32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-         static_cast<uint32_t>(p[3]) << 24;
-}
-float f16_at(const uint8_t* p) { return ggml_fp16_to_f32(ld16(p)); }
+using ggml_fields::f16_at;
+using ggml_fields::ld16;
+using ggml_fields::ld32;
+using ggml_fields::scale_min_k4;
+
 int grid_byte(uint64_t word, int j) { return static_cast<int>((word >> (8 * j)) & 0xFF); }
 // ggml writes `db · g · (bit ? −1 : 1)`; compilers turn that into a negation of db · g, so
 // the sign is applied as one here, explicitly: equal for every number, and a NaN product
@@ -103,16 +101,6 @@ void dq_mxfp4(const uint8_t* b, float* y) {  // {u8 e; u8 qs[16]}; first half = 
 
 // --- k-quants (256 elements) --------------------------------------------------------
 
-// get_scale_min_k4: 8 six-bit (scale, min) pairs packed into 12 bytes.
-void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
-  if (j < 4) {
-    sc = s[j] & 63;
-    m = s[j + 4] & 63;
-  } else {
-    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
 
 void dq_q2_k(const uint8_t* b, float* y) {  // {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}
   const uint8_t* sc = b;

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "core/ggml_types.h"
+#include "numerics/ggml_block_fields.h"
 #include "numerics/ggml_dequant.h"
 #include "numerics/ggml_tables.h"
 
@@ -28,19 +29,18 @@
 #include <immintrin.h>
 
 #include "numerics/f32_digest_avx2.h"
+#include "numerics/ggml_dequant_simd.h"
 
 #define CKPT_AVX2 __attribute__((target("avx2,f16c")))
 
 namespace ckpt::dequant_avx2 {
 namespace {
 
-uint16_t ld16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t ld32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;  // x86 is little-endian
-}
-float f16_at(const uint8_t* p) { return ggml_fp16_to_f32(ld16(p)); }
+using ggml_fields::f16_at;
+using ggml_fields::ld16;
+using ggml_fields::ld32;
+using ggml_fields::scale_min_k4;
+
 
 // ---- outputs ----------------------------------------------------------------------------
 // Every loop below writes its 8-float vectors through put(y + offset, v) (and its scalar tails
@@ -258,15 +258,6 @@ CKPT_AVX2 void mxfp4(const uint8_t* b, Y y) {
 
 // ---- k-quants ---------------------------------------------------------------------------
 
-inline void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
-  if (j < 4) {
-    sc = s[j] & 63;
-    m = s[j + 4] & 63;
-  } else {
-    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
 
 template <class Y>
 CKPT_AVX2 void q2_k(const uint8_t* b, Y y) {
@@ -355,24 +346,13 @@ CKPT_AVX2 void q5_k(const uint8_t* b, Y y) {
 template <class Y>
 CKPT_AVX2 void q6_k(const uint8_t* b, Y y) {
   const float d = f16_at(b + 208);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
   for (int half = 0; half < 2; ++half, y += 128) {
-    const uint8_t* ql = b + 64 * half;
-    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half));
     const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * half);
-    // q1..q4 of the reference: l-th byte of each is element l, 32 + l, 64 + l, 96 + l.
-    const __m256i q[4] = {
-        _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-        _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-        _mm256_or_si256(high_nibbles(ql0), _mm256_and_si256(qh, m30)),
-        _mm256_or_si256(high_nibbles(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-    };
+    __m256i q[4];
+    dequant_simd::q6_k_codes(b, half, q);
     for (int k = 0; k < 4; ++k) {
-      const __m256i v = _mm256_sub_epi8(q[k], bias);
-      mul16_i8(y + 32 * k, _mm256_set1_ps(d * static_cast<float>(sc[2 * k])), lo128(v));
-      mul16_i8(y + 32 * k + 16, _mm256_set1_ps(d * static_cast<float>(sc[2 * k + 1])), hi128(v));
+      mul16_i8(y + 32 * k, _mm256_set1_ps(d * static_cast<float>(sc[2 * k])), lo128(q[k]));
+      mul16_i8(y + 32 * k + 16, _mm256_set1_ps(d * static_cast<float>(sc[2 * k + 1])), hi128(q[k]));
     }
   }
 }

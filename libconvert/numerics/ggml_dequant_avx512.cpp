@@ -12,10 +12,10 @@
 // sign bits); the sub-block scales are the same scalar float expressions.
 #include "numerics/ggml_dequant_avx512.h"
 
-#include <cstring>
 #include <type_traits>
 
 #include "core/ggml_types.h"
+#include "numerics/ggml_block_fields.h"
 #include "numerics/ggml_dequant.h"
 #include "numerics/ggml_tables.h"
 
@@ -29,19 +29,17 @@
 #include <immintrin.h>
 
 #include "numerics/f32_digest_avx512.h"
+#include "numerics/ggml_dequant_simd.h"
 
 #define CKPT_AVX512 __attribute__((target("avx512f,avx2")))
 
 namespace ckpt::dequant_avx512 {
 namespace {
 
-uint16_t ld16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t ld32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;  // x86 is little-endian
-}
-float f16_at(const uint8_t* p) { return ggml_fp16_to_f32(ld16(p)); }
+using ggml_fields::f16_at;
+using ggml_fields::ld32;
+using ggml_fields::scale_min_k4;
+
 
 // ---- outputs (as in the AVX2 file: one decode per type for both uses) ----------------------
 
@@ -123,15 +121,6 @@ CKPT_AVX512 void mxfp4(const uint8_t* b, Y y) {
 
 // ---- Q4_K ---------------------------------------------------------------------------------
 
-inline void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
-  if (j < 4) {
-    sc = s[j] & 63;
-    m = s[j + 4] & 63;
-  } else {
-    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
 
 // y[0..15] = d · q − m: the product exact, the one rounding the subtraction.
 template <class Y>
@@ -163,24 +152,13 @@ CKPT_AVX512 void q4_k(const uint8_t* b, Y y) {
 template <class Y>
 CKPT_AVX512 void q6_k(const uint8_t* b, Y y) {
   const float d = f16_at(b + 208);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
   for (int half = 0; half < 2; ++half, y += 128) {
-    const uint8_t* ql = b + 64 * half;
-    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half));
     const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * half);
-    // q1..q4 of the reference: l-th byte of each is element l, 32 + l, 64 + l, 96 + l.
-    const __m256i q[4] = {
-        _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-        _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-    };
+    __m256i q[4];
+    dequant_simd::q6_k_codes(b, half, q);
     for (int k = 0; k < 4; ++k) {
-      const __m256i v = _mm256_sub_epi8(q[k], bias);
-      put(y + 32 * k, _mm512_mul_ps(_mm512_set1_ps(d * static_cast<float>(sc[2 * k])), i8x16(lo128(v))));
-      put(y + 32 * k + 16, _mm512_mul_ps(_mm512_set1_ps(d * static_cast<float>(sc[2 * k + 1])), i8x16(hi128(v))));
+      put(y + 32 * k, _mm512_mul_ps(_mm512_set1_ps(d * static_cast<float>(sc[2 * k])), i8x16(lo128(q[k]))));
+      put(y + 32 * k + 16, _mm512_mul_ps(_mm512_set1_ps(d * static_cast<float>(sc[2 * k + 1])), i8x16(hi128(q[k]))));
     }
   }
 }
