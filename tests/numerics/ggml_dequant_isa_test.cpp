@@ -6,6 +6,7 @@
 // the two paths are the same function.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -86,16 +87,12 @@ class GgmlDequantIsa : public ::testing::TestWithParam<TypeCase> {
   std::mt19937_64 rng_{20251201};
 };
 
-// The AVX-512 loops are the types large GGUFs are mostly made of; the CPU's best ISA is what
-// CPUID says (asked here, not of the library), so an AVX-512 host runs them.
+// The AVX-512 loops are the types large GGUFs are mostly made of (the ISA the CPU runs:
+// GgmlDequantDispatch.BestIsaFollowsTheCpu).
 TEST(GgmlDequantIsaChoice, Avx512LoopsAndTheBestIsa) {
   for (int32_t type : {kGgmlQ8_0, kGgmlIQ4_NL, kGgmlMXFP4, kGgmlQ4_K, kGgmlQ6_K, kGgmlIQ3_XXS, kGgmlIQ2_S, kGgmlIQ3_S})
     EXPECT_TRUE(ggml_dequant_has_avx512_loop(type)) << type;
   for (int32_t type : {kGgmlQ2_K, kGgmlQ5_K, kGgmlF32, kGgmlBF16}) EXPECT_FALSE(ggml_dequant_has_avx512_loop(type)) << type;
-  const DequantIsa want = test::cpu_has_avx512f()    ? DequantIsa::avx512
-                          : test::cpu_has_avx2_f16c() ? DequantIsa::avx2
-                                                      : DequantIsa::scalar;
-  EXPECT_EQ(static_cast<int>(ggml_dequant_best_isa()), static_cast<int>(want));
   EXPECT_TRUE(ggml_dequant_has_fast_path(DequantIsa::avx512, kGgmlQ8_0));  // avx512 includes every AVX2 loop
 }
 
@@ -309,8 +306,13 @@ TEST_F(GgmlDequantIsaDomain, Iq3SEveryGridIndexInEverySlot) {
 
 // ---- the dispatch hook ---------------------------------------------------------------------
 
+// The CPU's best ISA is what CPUID says (asked here, not of the library), so an AVX-512
+// host runs the AVX-512 loops.
 TEST(GgmlDequantDispatch, BestIsaFollowsTheCpu) {
-  EXPECT_EQ(ggml_dequant_best_isa(), cpu_has_avx2() ? DequantIsa::avx2 : DequantIsa::scalar);
+  const DequantIsa want = test::cpu_has_avx512f() ? DequantIsa::avx512
+                          : cpu_has_avx2()        ? DequantIsa::avx2
+                                                  : DequantIsa::scalar;
+  EXPECT_EQ(static_cast<int>(ggml_dequant_best_isa()), static_cast<int>(want));
 }
 
 // Forcing scalar makes ggml_dequantize run the reference loops (both paths give the same
@@ -323,7 +325,10 @@ TEST(GgmlDequantDispatch, ForceIsaSwitchesWhatGgmlDequantizeUses) {
   std::string error;
   EXPECT_TRUE(ggml_dequantize(kGgmlQ8_0, q80, y, error)) << error;
   EXPECT_EQ(ggml_dequant_force_isa(DequantIsa::avx2), DequantIsa::scalar);
-  EXPECT_EQ(ggml_dequant_isa(), ggml_dequant_best_isa());  // clamped to what the CPU runs
+  // Clamped to what the CPU runs: the lesser of the two.
+  EXPECT_EQ(ggml_dequant_isa(), std::min(DequantIsa::avx2, ggml_dequant_best_isa()));
+  ggml_dequant_force_isa(DequantIsa::avx512);
+  EXPECT_EQ(ggml_dequant_isa(), ggml_dequant_best_isa());
   ggml_dequant_force_isa(before);
   EXPECT_EQ(ggml_dequant_isa(), before);
 }
@@ -332,7 +337,7 @@ TEST(GgmlDequantDispatch, BothIsasRejectTheSameBadArguments) {
   std::vector<uint8_t> in(35), iq1(56);
   std::vector<float> out(32), out256(256);
   std::string error;
-  for (DequantIsa isa : {DequantIsa::scalar, DequantIsa::avx2}) {
+  for (DequantIsa isa : {DequantIsa::scalar, DequantIsa::avx2, DequantIsa::avx512}) {
     EXPECT_FALSE(ggml_dequantize_isa(isa, kGgmlQ8_0, in, out, error));
     EXPECT_FALSE(ggml_dequantize_isa(isa, kGgmlIQ1_M, iq1, out256, error));
     EXPECT_EQ(error, "unsupported type IQ1_M (id 29)");
