@@ -66,11 +66,11 @@ std::vector<uint8_t> make_input(const BenchType& t, size_t bytes, std::mt19937_6
   return in;
 }
 
-// Best seconds of `repeats` runs of one dequantization of `in`.
 const char* isa_name(DequantIsa isa) {
   return isa == DequantIsa::avx512 ? "avx512" : isa == DequantIsa::avx2 ? "avx2" : "scalar";
 }
 
+// Best seconds of `repeats` runs of one dequantization of `in`.
 double best_seconds(DequantIsa isa, int32_t type, const std::vector<uint8_t>& in, std::vector<float>& out,
                     int repeats) {
   std::string error;

@@ -229,7 +229,7 @@ class EmulatedBackend final : public DecodeBackend {
     // keeps the word loop) its four words of a row at once by vpshufb, the same bytes
     // (Kernels/Backend.EmulatedInt8ShiftDecodeIsTheSameOnBothIsas).
     const NibbleBytes& nb = nibble_bytes();
-    const bool avx2 = nb.ok && ggml_dequant_isa() >= DequantIsa::avx2;
+    const bool avx2 = nb.ok && ggml_isa_runs_avx2(ggml_dequant_isa());
     // A tile's 32 words: one GPU thread each. Any order gives these bytes; this one keeps the
     // host's caches streaming: units are strips of kStrip tiles (32-blocks kb0..kb0+kStrip of
     // one row group), the row groups of a strip one after the other, so the reads are kStrip
@@ -290,7 +290,7 @@ class EmulatedBackend final : public DecodeBackend {
     std::vector<int8_t> q(n * k);
     if (!decode_int8_shift(tiles, shift2, p, q, error)) return false;
     const std::vector<int16_t> a16(a.begin(), a.end());
-    const bool avx2 = ggml_dequant_isa() >= DequantIsa::avx2;  // the CPU runs it (ggml_dequant.h)
+    const bool avx2 = ggml_isa_runs_avx2(ggml_dequant_isa());  // the CPU runs it (ggml_dequant.h)
     constexpr uint64_t kCols = 16;
     for_units((n + kCols - 1) / kCols, 1, [&](uint64_t block) {  // kCols columns x m rows of outputs
       const uint64_t c0 = block * kCols, cols = std::min(kCols, n - c0);

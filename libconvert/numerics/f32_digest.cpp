@@ -100,7 +100,7 @@ F32Digest digest_of_words(DequantIsa isa, const uint8_t* x, uint64_t n_words, ui
                           const DigestWeights& w) {
   F32Digest d;
 #if defined(__x86_64__)
-  const bool avx2 = isa >= DequantIsa::avx2 && ggml_dequant_best_isa() >= DequantIsa::avx2;
+  const bool avx2 = ggml_isa_runs_avx2(isa);
 #else
   (void)isa;
   const bool avx2 = false;

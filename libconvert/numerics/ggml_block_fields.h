@@ -31,4 +31,18 @@ inline void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
   }
 }
 
+// Q4_K and Q5_K: the scales and minimums of 64-element chunk c (0..3), as the formats apply
+// them: the chunk's first 32 elements take d1 and m1, the next 32 d2 and m2 (products of
+// the block's f16 d / dmin and the six-bit fields, exact in binary32).
+struct KChunkScales {
+  float d1, m1, d2, m2;
+};
+inline KChunkScales k_chunk_scales(const uint8_t* b, float d, float dmin, int c) {
+  int sc1, m1, sc2, m2;
+  scale_min_k4(2 * c, b + 4, sc1, m1);
+  scale_min_k4(2 * c + 1, b + 4, sc2, m2);
+  return {d * static_cast<float>(sc1), dmin * static_cast<float>(m1), d * static_cast<float>(sc2),
+          dmin * static_cast<float>(m2)};
+}
+
 }  // namespace ckpt::ggml_fields

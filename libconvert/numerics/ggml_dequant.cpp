@@ -26,7 +26,6 @@ namespace {
 using ggml_fields::f16_at;
 using ggml_fields::ld16;
 using ggml_fields::ld32;
-using ggml_fields::scale_min_k4;
 
 int grid_byte(uint64_t word, int j) { return static_cast<int>((word >> (8 * j)) & 0xFF); }
 // ggml writes `db · g · (bit ? −1 : 1)`; compilers turn that into a negation of db · g, so
@@ -101,7 +100,6 @@ void dq_mxfp4(const uint8_t* b, float* y) {  // {u8 e; u8 qs[16]}; first half = 
 
 // --- k-quants (256 elements) --------------------------------------------------------
 
-
 void dq_q2_k(const uint8_t* b, float* y) {  // {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}
   const uint8_t* sc = b;
   const float d = f16_at(b + 80), dmin = f16_at(b + 82);
@@ -150,11 +148,7 @@ void dq_q4_k(const uint8_t* b, float* y) {  // {f16 d; f16 dmin; u8 scales[12]; 
   const float d = f16_at(b), dmin = f16_at(b + 2);
   for (int c = 0; c < 4; ++c) {
     const uint8_t* q = b + 16 + 32 * c;
-    int sc1, m1, sc2, m2;
-    scale_min_k4(2 * c, b + 4, sc1, m1);
-    scale_min_k4(2 * c + 1, b + 4, sc2, m2);
-    const float d1 = d * static_cast<float>(sc1), min1 = dmin * static_cast<float>(m1);
-    const float d2 = d * static_cast<float>(sc2), min2 = dmin * static_cast<float>(m2);
+    const auto [d1, min1, d2, min2] = ggml_fields::k_chunk_scales(b, d, dmin, c);
     for (int l = 0; l < 32; ++l) {
       y[64 * c + l] = d1 * static_cast<float>(q[l] & 0xF) - min1;
       y[64 * c + 32 + l] = d2 * static_cast<float>(q[l] >> 4) - min2;
@@ -167,11 +161,7 @@ void dq_q5_k(const uint8_t* b, float* y) {  // {f16 d; f16 dmin; u8 scales[12]; 
   const uint8_t* qh = b + 16;
   for (int c = 0; c < 4; ++c) {
     const uint8_t* ql = b + 48 + 32 * c;
-    int sc1, m1, sc2, m2;
-    scale_min_k4(2 * c, b + 4, sc1, m1);
-    scale_min_k4(2 * c + 1, b + 4, sc2, m2);
-    const float d1 = d * static_cast<float>(sc1), min1 = dmin * static_cast<float>(m1);
-    const float d2 = d * static_cast<float>(sc2), min2 = dmin * static_cast<float>(m2);
+    const auto [d1, min1, d2, min2] = ggml_fields::k_chunk_scales(b, d, dmin, c);
     for (int l = 0; l < 32; ++l) {
       const int lo = (ql[l] & 0xF) + (((qh[l] >> (2 * c)) & 1) << 4);
       const int hi = (ql[l] >> 4) + (((qh[l] >> (2 * c + 1)) & 1) << 4);
@@ -411,6 +401,8 @@ bool ggml_dequant_has_fast_path(DequantIsa isa, int32_t type) {
 }
 
 bool ggml_dequant_has_avx512_loop(int32_t type) { return dequant_avx512::has_loop(type); }
+
+bool ggml_isa_runs_avx2(DequantIsa isa) { return runnable(isa) >= DequantIsa::avx2; }
 
 bool ggml_dequantize(int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out, std::string& error) {
   return ggml_dequantize_isa(ggml_dequant_isa(), type, whole_blocks, out, error);

@@ -39,7 +39,6 @@ namespace {
 using ggml_fields::f16_at;
 using ggml_fields::ld16;
 using ggml_fields::ld32;
-using ggml_fields::scale_min_k4;
 
 
 // ---- outputs ----------------------------------------------------------------------------
@@ -115,12 +114,8 @@ CKPT_AVX2 inline void mul_add16_u8(Y y, __m256 d, __m128i q, __m256 m) {
   put(y + 8, add_minimum(_mm256_mul_ps(u8x8(_mm_srli_si128(q, 8)), d), m));
 }
 
-CKPT_AVX2 inline __m128i low_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
-CKPT_AVX2 inline __m128i high_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
-CKPT_AVX2 inline __m256i low_nibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
-CKPT_AVX2 inline __m256i high_nibbles(__m256i v) {
-  return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
-}
+using dequant_simd::high_nibbles;
+using dequant_simd::low_nibbles;
 CKPT_AVX2 inline __m128i lo128(__m256i v) { return _mm256_castsi256_si128(v); }
 CKPT_AVX2 inline __m128i hi128(__m256i v) { return _mm256_extracti128_si256(v, 1); }
 
@@ -307,11 +302,9 @@ template <class Y>
 CKPT_AVX2 void q4_k(const uint8_t* b, Y y) {
   const float d = f16_at(b), dmin = f16_at(b + 2);
   for (int c = 0; c < 4; ++c, y += 64) {
-    int sc1, m1, sc2, m2;
-    scale_min_k4(2 * c, b + 4, sc1, m1);
-    scale_min_k4(2 * c + 1, b + 4, sc2, m2);
-    const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(sc1)), min1 = _mm256_set1_ps(dmin * static_cast<float>(m1));
-    const __m256 d2 = _mm256_set1_ps(d * static_cast<float>(sc2)), min2 = _mm256_set1_ps(dmin * static_cast<float>(m2));
+    const ggml_fields::KChunkScales s = ggml_fields::k_chunk_scales(b, d, dmin, c);
+    const __m256 d1 = _mm256_set1_ps(s.d1), min1 = _mm256_set1_ps(s.m1);
+    const __m256 d2 = _mm256_set1_ps(s.d2), min2 = _mm256_set1_ps(s.m2);
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * c));
     const __m256i lo = low_nibbles(q), hi = high_nibbles(q);
     mul_sub16_u8(y, d1, lo128(lo), min1);
@@ -326,11 +319,9 @@ CKPT_AVX2 void q5_k(const uint8_t* b, Y y) {
   const float d = f16_at(b), dmin = f16_at(b + 2);
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)), one = _mm256_set1_epi8(1);
   for (int c = 0; c < 4; ++c, y += 64) {
-    int sc1, m1, sc2, m2;
-    scale_min_k4(2 * c, b + 4, sc1, m1);
-    scale_min_k4(2 * c + 1, b + 4, sc2, m2);
-    const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(sc1)), min1 = _mm256_set1_ps(dmin * static_cast<float>(m1));
-    const __m256 d2 = _mm256_set1_ps(d * static_cast<float>(sc2)), min2 = _mm256_set1_ps(dmin * static_cast<float>(m2));
+    const ggml_fields::KChunkScales s = ggml_fields::k_chunk_scales(b, d, dmin, c);
+    const __m256 d1 = _mm256_set1_ps(s.d1), min1 = _mm256_set1_ps(s.m1);
+    const __m256 d2 = _mm256_set1_ps(s.d2), min2 = _mm256_set1_ps(s.m2);
     const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 48 + 32 * c));
     // Bit 2c (low nibbles) and 2c+1 (high) of qh[l], moved to 0x10 (bytes are 0 or 1 before the shift).
     const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one), 4);

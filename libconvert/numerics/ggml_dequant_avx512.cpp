@@ -38,7 +38,6 @@ namespace {
 
 using ggml_fields::f16_at;
 using ggml_fields::ld32;
-using ggml_fields::scale_min_k4;
 
 
 // ---- outputs (as in the AVX2 file: one decode per type for both uses) ----------------------
@@ -91,6 +90,14 @@ CKPT_AVX512 inline __m512 negate_where(__m512 v, uint32_t signs) {
       _mm512_mask_xor_epi32(bits, static_cast<__mmask16>(signs), bits, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
 }
 
+// An i-quant sub-block's 32 magnitudes g (one per byte, in order) times db0 (the first 16)
+// and db1 (the rest), each with its sign bit flipped where `signs` has a 1.
+template <class Y>
+CKPT_AVX512 inline void put32_signed(Y y, __m512 db0, __m512 db1, __m256i g, uint32_t signs) {
+  put(y, negate_where(_mm512_mul_ps(db0, u8x16(lo128(g))), signs));
+  put(y + 16, negate_where(_mm512_mul_ps(db1, u8x16(hi128(g))), signs >> 16));
+}
+
 // ---- 32-element blocks --------------------------------------------------------------------
 
 template <class Y>
@@ -106,9 +113,9 @@ CKPT_AVX512 void q8_0(const uint8_t* b, Y y) {
 template <class Y>
 CKPT_AVX512 inline void nibble_table32(const uint8_t* qs, const int8_t* table, __m512 d, Y y) {
   const __m128i kv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m4 = _mm_set1_epi8(0x0F);
-  put(y, _mm512_mul_ps(d, i8x16(_mm_shuffle_epi8(kv, _mm_and_si128(v, m4)))));
-  put(y + 16, _mm512_mul_ps(d, i8x16(_mm_shuffle_epi8(kv, _mm_and_si128(_mm_srli_epi16(v, 4), m4)))));
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  put(y, _mm512_mul_ps(d, i8x16(_mm_shuffle_epi8(kv, dequant_simd::low_nibbles(v)))));
+  put(y + 16, _mm512_mul_ps(d, i8x16(_mm_shuffle_epi8(kv, dequant_simd::high_nibbles(v)))));
 }
 template <class Y>
 CKPT_AVX512 void iq4_nl(const uint8_t* b, Y y) {
@@ -131,15 +138,12 @@ CKPT_AVX512 inline void mul_sub16_u8(Y y, __m512 d, __m128i q, __m512 m) {
 template <class Y>
 CKPT_AVX512 void q4_k(const uint8_t* b, Y y) {
   const float d = f16_at(b), dmin = f16_at(b + 2);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int c = 0; c < 4; ++c, y += 64) {
-    int sc1, m1, sc2, m2;
-    scale_min_k4(2 * c, b + 4, sc1, m1);
-    scale_min_k4(2 * c + 1, b + 4, sc2, m2);
-    const __m512 d1 = _mm512_set1_ps(d * static_cast<float>(sc1)), min1 = _mm512_set1_ps(dmin * static_cast<float>(m1));
-    const __m512 d2 = _mm512_set1_ps(d * static_cast<float>(sc2)), min2 = _mm512_set1_ps(dmin * static_cast<float>(m2));
+    const ggml_fields::KChunkScales s = ggml_fields::k_chunk_scales(b, d, dmin, c);
+    const __m512 d1 = _mm512_set1_ps(s.d1), min1 = _mm512_set1_ps(s.m1);
+    const __m512 d2 = _mm512_set1_ps(s.d2), min2 = _mm512_set1_ps(s.m2);
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * c));
-    const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+    const __m256i lo = dequant_simd::low_nibbles(q), hi = dequant_simd::high_nibbles(q);
     mul_sub16_u8(y, d1, lo128(lo), min1);
     mul_sub16_u8(y + 16, d1, hi128(lo), min1);
     mul_sub16_u8(y + 32, d2, lo128(hi), min2);
@@ -178,8 +182,7 @@ CKPT_AVX512 void iq3_xxs(const uint8_t* b, Y y) {
     const __m256i g = _mm256_i32gather_epi32(grid, idx, 4);
     uint32_t sign_bits = 0;
     for (int l = 0; l < 4; ++l) sign_bits |= uint32_t{ksigns_iq2xs[(aux >> (7 * l)) & 127]} << (8 * l);
-    put(y, negate_where(_mm512_mul_ps(db, u8x16(lo128(g))), sign_bits));
-    put(y + 16, negate_where(_mm512_mul_ps(db, u8x16(hi128(g))), sign_bits >> 16));
+    put32_signed(y, db, db, g, sign_bits);
   }
 }
 
@@ -198,8 +201,7 @@ CKPT_AVX512 void iq2_s(const uint8_t* b, Y y) {
     const __m128i high = _mm_and_si128(_mm_sllv_epi32(_mm_set1_epi32(qh[ib]), high_shift), bits89);
     const __m256i g = _mm256_i32gather_epi64(grid, _mm_or_si128(low8, high), 8);
     const uint32_t sign_bits = ld32(signs + 4 * ib);
-    put(y, negate_where(_mm512_mul_ps(db0, u8x16(lo128(g))), sign_bits));
-    put(y + 16, negate_where(_mm512_mul_ps(db1, u8x16(hi128(g))), sign_bits >> 16));
+    put32_signed(y, db0, db1, g, sign_bits);
   }
 }
 
@@ -221,8 +223,7 @@ CKPT_AVX512 void iq3_s(const uint8_t* b, Y y) {
     const __m256i ninth = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(qh[ib]), ninth_shift), bit8);
     const __m256i g = _mm256_i32gather_epi32(grid, _mm256_or_si256(low8, ninth), 4);
     const uint32_t sign_bits = ld32(signs + 4 * ib);
-    put(y, negate_where(_mm512_mul_ps(db, u8x16(lo128(g))), sign_bits));
-    put(y + 16, negate_where(_mm512_mul_ps(db, u8x16(hi128(g))), sign_bits >> 16));
+    put32_signed(y, db, db, g, sign_bits);
   }
 }
 

@@ -88,7 +88,7 @@ namespace {
 // which starts at row 8·g_begin. Preconditions: p and the slabs valid (decode_int8_shift_isa).
 void decode_groups(DequantIsa isa, std::span<const uint8_t> mxfp4_slab, std::span<const uint8_t> shift2_slab,
                    const RemapParams& p, uint64_t g_begin, uint64_t g_end, int8_t* q) {
-  if (isa >= DequantIsa::avx2 && ggml_dequant_best_isa() >= DequantIsa::avx2) {
+  if (ggml_isa_runs_avx2(isa)) {
     int8_gemm_avx2::decode_int8_shift(mxfp4_slab.data(), shift2_slab.data(), p.rows, p.k, g_begin, g_end, q);
     return;
   }
@@ -179,7 +179,7 @@ bool int8_gemm_bf16_isa(DequantIsa isa, std::span<const int8_t> a, std::span<con
     own.resize(out_bf16.size());
     acc = own;
   }
-  if (isa >= DequantIsa::avx2 && ggml_dequant_best_isa() >= DequantIsa::avx2) {
+  if (ggml_isa_runs_avx2(isa)) {
     int8_gemm_avx2::int32_gemm(a.data(), q.data(), m, n, k, acc.data());
   } else {
     for (uint64_t r = 0; r < m; ++r) {
@@ -210,7 +210,7 @@ bool gemm_f64_isa(DequantIsa isa, std::span<const float> x, std::span<const floa
                   uint64_t k, std::span<double> y) {
   if (!size_is(x.size(), m, k) || !size_is(w.size(), n, k) || !size_is(y.size(), m, n)) return false;
   if (m == 0 || n == 0) return true;
-  if (isa >= DequantIsa::avx2 && ggml_dequant_best_isa() >= DequantIsa::avx2 && int8_gemm_avx2::fma_supported()) {
+  if (ggml_isa_runs_avx2(isa) && int8_gemm_avx2::fma_supported()) {
     int8_gemm_avx2::f64_gemm(x.data(), w.data(), m, n, k, y.data());
     return true;
   }

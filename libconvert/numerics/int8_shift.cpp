@@ -191,7 +191,7 @@ void for_each_row(const std::vector<RemapPart>& parts, const RemapParams& p, boo
 }
 
 // Whether the AVX2 loops run for `isa` (only where the CPU has them).
-bool use_avx2(DequantIsa isa) { return isa >= DequantIsa::avx2 && ggml_dequant_best_isa() >= DequantIsa::avx2; }
+bool use_avx2(DequantIsa isa) { return ggml_isa_runs_avx2(isa); }
 
 uint8_t max_scale(std::span<const uint8_t> scales, bool avx2) {
   if (avx2) return int8_shift_avx2::max_byte(scales.data(), scales.size());
