@@ -90,14 +90,6 @@ CKPT_AVX512 inline __m512 negate_where(__m512 v, uint32_t signs) {
       _mm512_mask_xor_epi32(bits, static_cast<__mmask16>(signs), bits, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
 }
 
-// An i-quant sub-block's 32 magnitudes g (one per byte, in order) times db0 (the first 16)
-// and db1 (the rest), each with its sign bit flipped where `signs` has a 1.
-template <class Y>
-CKPT_AVX512 inline void put32_signed(Y y, __m512 db0, __m512 db1, __m256i g, uint32_t signs) {
-  put(y, negate_where(_mm512_mul_ps(db0, u8x16(lo128(g))), signs));
-  put(y + 16, negate_where(_mm512_mul_ps(db1, u8x16(hi128(g))), signs >> 16));
-}
-
 // ---- 32-element blocks --------------------------------------------------------------------
 
 template <class Y>
@@ -182,7 +174,8 @@ CKPT_AVX512 void iq3_xxs(const uint8_t* b, Y y) {
     const __m256i g = _mm256_i32gather_epi32(grid, idx, 4);
     uint32_t sign_bits = 0;
     for (int l = 0; l < 4; ++l) sign_bits |= uint32_t{ksigns_iq2xs[(aux >> (7 * l)) & 127]} << (8 * l);
-    put32_signed(y, db, db, g, sign_bits);
+    put(y, negate_where(_mm512_mul_ps(db, u8x16(lo128(g))), sign_bits));
+    put(y + 16, negate_where(_mm512_mul_ps(db, u8x16(hi128(g))), sign_bits >> 16));
   }
 }
 
@@ -201,7 +194,8 @@ CKPT_AVX512 void iq2_s(const uint8_t* b, Y y) {
     const __m128i high = _mm_and_si128(_mm_sllv_epi32(_mm_set1_epi32(qh[ib]), high_shift), bits89);
     const __m256i g = _mm256_i32gather_epi64(grid, _mm_or_si128(low8, high), 8);
     const uint32_t sign_bits = ld32(signs + 4 * ib);
-    put32_signed(y, db0, db1, g, sign_bits);
+    put(y, negate_where(_mm512_mul_ps(db0, u8x16(lo128(g))), sign_bits));
+    put(y + 16, negate_where(_mm512_mul_ps(db1, u8x16(hi128(g))), sign_bits >> 16));
   }
 }
 
@@ -223,7 +217,8 @@ CKPT_AVX512 void iq3_s(const uint8_t* b, Y y) {
     const __m256i ninth = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(qh[ib]), ninth_shift), bit8);
     const __m256i g = _mm256_i32gather_epi32(grid, _mm256_or_si256(low8, ninth), 4);
     const uint32_t sign_bits = ld32(signs + 4 * ib);
-    put32_signed(y, db, db, g, sign_bits);
+    put(y, negate_where(_mm512_mul_ps(db, u8x16(lo128(g))), sign_bits));
+    put(y + 16, negate_where(_mm512_mul_ps(db, u8x16(hi128(g))), sign_bits >> 16));
   }
 }
 

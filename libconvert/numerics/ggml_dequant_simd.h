@@ -28,15 +28,16 @@ __attribute__((target("avx2"))) inline __m256i high_nibbles(__m256i v) {
 // byte l of vector k being element 32k + l of the half (ql's low nibbles, then the high
 // ones, each with two bits of qh above them).
 __attribute__((target("avx2"))) inline void q6_k_codes(const uint8_t* b, int half, __m256i q[4]) {
-  const __m256i m30 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
   const uint8_t* ql = b + 64 * half;
   const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
   const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half));
-  q[0] = _mm256_or_si256(low_nibbles(ql0), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-  q[1] = _mm256_or_si256(low_nibbles(ql1), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-  q[2] = _mm256_or_si256(high_nibbles(ql0), _mm256_and_si256(qh, m30));
-  q[3] = _mm256_or_si256(high_nibbles(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+  const __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4);
+  q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+  q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+  q[2] = _mm256_or_si256(hi0, _mm256_and_si256(qh, m30));
+  q[3] = _mm256_or_si256(hi1, _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
   for (int k = 0; k < 4; ++k) q[k] = _mm256_sub_epi8(q[k], bias);
 }
 
