@@ -76,21 +76,59 @@ const NibbleBytes& nibble_bytes() {
   return bytes;
 }
 
+// One strip of the INT8-shift decode: 32-blocks [kb0, kb_end) of row group ng, every row
+// of the group, tile by tile (the order of the units below).
+struct Int8Strip {
+  const uint8_t* tiles;
+  const uint8_t* shift2;
+  uint64_t groups, rows, k, ng, kb0, kb_end;
+  int8_t* q;
+};
+
 #if defined(__x86_64__)
 // One row's 32 elements of one tile (its four words, 16 bytes at `chunk`), as the word loop
 // writes them: word tid's nibbles 0..3 are elements 4·tid .. 4·tid+3, nibbles 4..7 elements
 // 16 + 4·tid ..; so elements 2m, 2m+1 (low, high nibble) of the first half are byte
 // {0, 1, 4, 5, 8, 9, 12, 13}[m] of the chunk, of the second half byte {2, 3, 6, 7, ...}[m].
-CKPT_AVX2 inline void decode_chunk_avx2(const uint8_t* chunk, const uint8_t* nib, int8_t* row) {
+// A whole strip in one AVX2 function, so that the per-chunk step inlines (a call per 32
+// bytes from the unit loop, which is not compiled for AVX2, was half the decode's time).
+CKPT_AVX2 void decode_strip_avx2(const Int8Strip& st, const uint8_t (*nib)[16]) {
   const __m128i order = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-  const __m128i low4 = _mm_set1_epi8(0x0F), lut = _mm_load_si128(reinterpret_cast<const __m128i*>(nib));
-  const __m128i v = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(chunk)), order);
-  const __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(v, low4));
-  const __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(row), _mm_unpacklo_epi8(lo, hi));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(row + 16), _mm_unpackhi_epi8(lo, hi));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const uint64_t n_end = std::min(st.rows, st.ng * 8 + 8);
+  for (uint64_t kb = st.kb0; kb < st.kb_end; ++kb) {
+    const uint8_t* tile = st.tiles + (kb * st.groups + st.ng) * 128;
+    for (uint64_t n = st.ng * 8; n < n_end; ++n) {  // lanes 4(n % 8) .. +3: row n
+      const unsigned shift = int8_shift_of(st.shift2, st.groups, n, kb);
+      const __m128i lut = _mm_load_si128(reinterpret_cast<const __m128i*>(nib[shift & 3]));
+      const __m128i v =
+          _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + 16 * (n % 8))), order);
+      const __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(v, low4));
+      const __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4));
+      int8_t* row = st.q + n * st.k + kb * 32;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(row), _mm_unpacklo_epi8(lo, hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(row + 16), _mm_unpackhi_epi8(lo, hi));
+    }
+  }
 }
 #endif
+
+// The same strip by decode_int8_shift_word's table, word by word (one GPU thread each).
+void decode_strip_words(const Int8Strip& st, const NibbleTable& table) {
+  for (uint64_t kb = st.kb0; kb < st.kb_end; ++kb) {
+    const uint64_t tile = kb * st.groups + st.ng;
+    for (uint64_t n = st.ng * 8; n < std::min(st.rows, st.ng * 8 + 8); ++n) {  // lanes 4(n % 8) .. +3: row n
+      const unsigned shift = int8_shift_of(st.shift2, st.groups, n, kb);
+      int8_t* row = st.q + n * st.k + kb * 32;
+      for (uint64_t tid = 0; tid < 4; ++tid) {
+        const uint64_t w = tile * 32 + (n % 8) * 4 + tid;
+        const Int8x8 v = decode_word_fast(table, ld32(st.tiles + 4 * w), shift);
+        std::memcpy(row + 4 * tid, &v.lo, 4);  // little-endian: byte i of the word is element i
+        std::memcpy(row + 16 + 4 * tid, &v.hi, 4);
+      }
+    }
+  }
+}
 
 // kern::mxfp4_to_f32 by table: its value for every (scale byte, code), taken from the
 // kernel function itself (the same bits, 4096 calls once).
@@ -183,12 +221,23 @@ class EmulatedBackend final : public DecodeBackend {
       return ((row_begin + i / g.cols) / g.block_rows) * scols + (i % g.cols) / g.block_cols;
     };
     if (g.cols % 8 == 0 && g.block_cols % 8 == 0) {  // the kernels' 8-code groups
-      for_units(w.size() / 8, 8192, [&](uint64_t unit) {
-        const uint64_t i = 8 * unit, s = scale_index(i);
-        const Bf16x8 bf = kind == Fp8ScaleKind::e8m0
-                              ? fp8_group8_to_bf16(ld32(&w[i]), ld32(&w[i + 4]), scale[s])
-                              : fp8_group8_to_bf16(ld32(&w[i]), ld32(&w[i + 4]), bits_to_float(ld32(scale.data() + 4 * s)));
-        for (int j = 0; j < 8; ++j) out[i + j] = static_cast<uint16_t>(bf.w[j / 2] >> (16 * (j % 2)));
+      // By rows, each row's groups in order: a group lies in one scale block (block_cols % 8
+      // == 0), whose index is the row's scale row plus its column / block_cols (no divisions
+      // per group: they were a third of this loop's time).
+      const uint64_t rows = w.size() / g.cols;
+      for_units(rows, std::max<uint64_t>(1, 65536 / g.cols), [&](uint64_t r) {
+        const uint64_t s_row = ((row_begin + r) / g.block_rows) * scols;
+        const uint8_t* wr = w.data() + r * g.cols;
+        uint16_t* outr = out.data() + r * g.cols;
+        for (uint64_t c0 = 0; c0 < g.cols; c0 += g.block_cols) {
+          const uint64_t s = s_row + c0 / g.block_cols, c_end = std::min(g.cols, c0 + g.block_cols);
+          const float f32_scale = kind == Fp8ScaleKind::e8m0 ? 0.0f : bits_to_float(ld32(scale.data() + 4 * s));
+          for (uint64_t c = c0; c < c_end; c += 8) {
+            const Bf16x8 bf = kind == Fp8ScaleKind::e8m0 ? fp8_group8_to_bf16(ld32(&wr[c]), ld32(&wr[c + 4]), scale[s])
+                                                         : fp8_group8_to_bf16(ld32(&wr[c]), ld32(&wr[c + 4]), f32_scale);
+            std::memcpy(outr + c, bf.w, 16);  // little-endian: element 2j in the low half of word j
+          }
+        }
       });
       return true;
     }
@@ -238,25 +287,11 @@ class EmulatedBackend final : public DecodeBackend {
     const uint64_t strips = (blocks + kStrip - 1) / kStrip;
     for_units(strips * groups, 64, [&](uint64_t unit) {
       const uint64_t ng = unit % groups, kb0 = (unit / groups) * kStrip;
-      for (uint64_t kb = kb0; kb < std::min(blocks, kb0 + kStrip); ++kb) {
-        const uint64_t tile = kb * groups + ng;
-        for (uint64_t n = ng * 8; n < std::min(p.rows, ng * 8 + 8); ++n) {  // lanes 4(n % 8) .. +3: row n
-          const unsigned shift = int8_shift_of(shift2.data(), groups, n, kb);
-          int8_t* row = q.data() + n * p.k + kb * 32;
+      const Int8Strip st{tiles.data(), shift2.data(), groups, p.rows, p.k, ng, kb0, std::min(blocks, kb0 + kStrip), q.data()};
 #if defined(__x86_64__)
-          if (avx2) {
-            decode_chunk_avx2(tiles.data() + 4 * (tile * 32 + (n % 8) * 4), nb.nib[shift & 3], row);
-            continue;
-          }
+      if (avx2) return decode_strip_avx2(st, nb.nib);
 #endif
-          for (uint64_t tid = 0; tid < 4; ++tid) {
-            const uint64_t w = tile * 32 + (n % 8) * 4 + tid;
-            const Int8x8 v = decode_word_fast(table, ld32(tiles.data() + 4 * w), shift);
-            std::memcpy(row + 4 * tid, &v.lo, 4);  // little-endian: byte i of the word is element i
-            std::memcpy(row + 16 + 4 * tid, &v.hi, 4);
-          }
-        }
-      }
+      decode_strip_words(st, table);
     });
     return true;
   }

@@ -331,6 +331,36 @@ uint64_t mxfp4_job_memory(uint64_t nbytes, uint64_t k, uint64_t chunk) {
 // Rows per step of the original-weight check (verify_mxfp4): at most 1M f32 results.
 uint64_t original_step_rows(uint64_t k) { return std::max<uint64_t>(1, (uint64_t{1} << 20) / std::max<uint64_t>(1, k)); }
 
+// Columns [32·kb0, 32·(kb0 + blocks)) of an INT8-shift expert's slabs as an expert of its
+// own: tile (kb, g) is byte (kb·G + g)·128 and shift byte ((kb / 4)·G + g)·8 + r, so for kb0
+// a multiple of 4 the piece's tiles and shift bytes are one contiguous run each, laid out as
+// the slabs of an expert of p.rows rows and 32·blocks columns.
+struct DecodePiece {
+  RemapParams p;
+  std::span<const uint8_t> mxfp4, shift2;
+};
+DecodePiece decode_piece(const RemapParams& p, const Slabs& s, uint64_t kb0, uint64_t blocks) {
+  RemapParams piece = p;
+  piece.k = 32 * blocks;
+  const uint64_t groups = (p.rows + 7) / 8;
+  return {piece, std::span<const uint8_t>(s.mxfp4).subspan(kb0 * groups * 128, remap_mxfp4_bytes(piece)),
+          std::span<const uint8_t>(s.shift2).subspan(kb0 / 4 * groups * 8, remap_shift2_bytes(piece))};
+}
+// 32-blocks per piece: a multiple of 4 (whole shift bytes) with about `bytes` of decode per
+// side (VerifyOptions::decode_piece_bytes), so both decodes and their comparison stay in a
+// core's L2 (a whole 4096 x 4096 expert's two 16 MiB decodes went through main memory three
+// times).
+uint64_t decode_piece_blocks(const RemapParams& p, uint64_t bytes) {
+  const uint64_t blocks = bytes / (32 * std::max<uint64_t>(1, p.rows));
+  return std::max<uint64_t>(4, blocks / 4 * 4);
+}
+// An element where the two decodes differ.
+struct DecodeDifference {
+  uint64_t row, column;
+  int device, cpu;
+  bool before(const DecodeDifference& o) const { return row != o.row ? row < o.row : column < o.column; }
+};
+
 // One expert of an INT8-shift matrix: its source parts, the slabs got and wanted, the CPU
 // and device decodes (also where digests are compared: a differing digest decodes both);
 // with the GEMM check the backend's decode, activations (f32, two int8 and an int16 copy), outputs
@@ -594,7 +624,7 @@ class CheckpointVerifier : public Verifier {
                           v.size_slabs(p, b.got);
                           s.stages.buffers += lap.next();
                           if (!v.read_slabs(model, t, *sh, *cs, e, b.got)) return;
-                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, b, v.decode_by_digest(p, gemm))) return;
+                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, b, v.decode_by_digest(p, gemm), gemm)) return;
                           if (gemm) v.verify_gemm(model.view.file_of(t), t.name, e, p, b, nullptr);
                         }});
       }
@@ -821,11 +851,12 @@ class CheckpointVerifier : public Verifier {
     return !gemm && be_.has_int8_digest() && !o_.full_compare && r_.digest && p.rows * p.k / 4 <= kDigestMaxElems;
   }
 
-  // The CPU decode of OUT's slabs (kept in b.q_cpu for the GEMM check) against the device's.
-  // With `digest`, first the two decodes' digests (16 bytes back, the CPU's decoded in cache);
-  // only when they differ are both decoded in full and compared to name the element.
+  // The CPU decode of OUT's slabs against the device's; with `keep_q` (the GEMM check needs
+  // it) the CPU's whole decode is kept in b.q_cpu. With `digest`, first the two decodes'
+  // digests (16 bytes back, the CPU's decoded in cache); only when they differ are both
+  // decoded in full and compared to name the element.
   bool verify_decode(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
-                     ExpertBuffers& b, bool digest) {
+                     ExpertBuffers& b, bool digest, bool keep_q) {
     VerifyCheck& c = add_check("int8_shift_decode", tensor, "expert " + std::to_string(e), p.rows * p.k);
     const Slabs& got = b.got;
     const std::string expert = "expert " + std::to_string(e);
@@ -846,23 +877,35 @@ class CheckpointVerifier : public Verifier {
       lap.next();  // the device's time: TimedBackend
       if (cpu == device) return true;
     }
-    std::vector<int8_t>&q_cpu = b.q_cpu, &q_dev = b.q_dev;
-    // Pooled, not cleared: both decodes write every element (the device's output, like the
-    // GPU backend's device buffers, holds the previous expert's values before the call).
-    q_cpu.resize(p.rows * p.k);
-    q_dev.resize(q_cpu.size());
-    r_.stages.buffers += lap.next();
-    if (!decode_int8_shift(got.mxfp4, got.shift2, p, q_cpu)) return cannot_decode();
-    r_.stages.cpu_reference += lap.next();
-    if (!be_.decode_int8_shift(got.mxfp4, got.shift2, p, q_dev, error)) return backend_failed(c, file, error);
     if (!digest) r_.input_bytes_decoded += got.mxfp4.size() + got.shift2.size();
-    lap.next();  // the device's time: TimedBackend
-    const auto diff = first_difference<int8_t>(q_dev, q_cpu);
-    r_.stages.compare += lap.next();
-    if (auto i = diff) {
+    // Column pieces of the expert (whole shift bytes), each decoded on both sides and
+    // compared while both are in cache; one piece when the whole CPU decode is kept.
+    const uint64_t blocks = p.k / 32, piece_blocks = keep_q ? blocks : decode_piece_blocks(p, o_.decode_piece_bytes);
+    std::optional<DecodeDifference> first;  // the least (row, column) that differs
+    for (uint64_t kb0 = 0; kb0 < blocks; kb0 += piece_blocks) {
+      const DecodePiece piece = decode_piece(p, got, kb0, std::min(piece_blocks, blocks - kb0));
+      std::vector<int8_t>&q_cpu = b.q_cpu, &q_dev = b.q_dev;
+      // Pooled, not cleared: both decodes write every element (the device's output, like the
+      // GPU backend's device buffers, holds the previous expert's values before the call).
+      q_cpu.resize(piece.p.rows * piece.p.k);
+      q_dev.resize(q_cpu.size());
+      r_.stages.buffers += lap.next();
+      if (!decode_int8_shift(piece.mxfp4, piece.shift2, piece.p, q_cpu)) return cannot_decode();
+      r_.stages.cpu_reference += lap.next();
+      if (!be_.decode_int8_shift(piece.mxfp4, piece.shift2, piece.p, q_dev, error)) return backend_failed(c, file, error);
+      lap.next();  // the device's time: TimedBackend
+      // The piece's first difference in its row-major order; the expert's is the least
+      // (row, column) over the pieces.
+      if (auto i = first_difference<int8_t>(q_dev, q_cpu)) {
+        const DecodeDifference d{*i / piece.p.k, kb0 * 32 + *i % piece.p.k, q_dev[*i], q_cpu[*i]};
+        if (!first || d.before(*first)) first = d;
+      }
+      r_.stages.compare += lap.next();
+    }
+    if (first) {
       mismatch(c, file, std::nullopt,
-               expert + " row " + std::to_string(*i / p.k) + " column " + std::to_string(*i % p.k) +
-                   ": device decode " + std::to_string(q_dev[*i]) + " vs CPU " + std::to_string(q_cpu[*i]));
+               expert + " row " + std::to_string(first->row) + " column " + std::to_string(first->column) +
+                   ": device decode " + std::to_string(first->device) + " vs CPU " + std::to_string(first->cpu));
       return false;
     }
     if (digest) {
@@ -1011,7 +1054,7 @@ class CheckpointVerifier : public Verifier {
       r_.stages.compare += lap.next();
       if (!slabs_equal) return;
       const bool gemm = o_.gemm_experts == 0 || e < o_.gemm_experts;
-      if (!verify_decode(file, mx.name, e, p, b, decode_by_digest(p, gemm)) || !gemm) return;
+      if (!verify_decode(file, mx.name, e, p, b, decode_by_digest(p, gemm), gemm) || !gemm) return;
       if (!verify_mxfp4(file, mx.name, e, p, parts, b)) return;
       verify_gemm(file, mx.name, e, p, b, &parts);
     }

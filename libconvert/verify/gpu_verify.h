@@ -57,6 +57,11 @@ struct VerifyOptions {
   // GGUF and pack steps: every f32 brought back and compared (--full-compare) instead of the
   // device's digest against the CPU's (a differing digest is still compared in full).
   bool full_compare = false;
+  // INT8-shift experts without the GEMM check: the CPU's and the device's decodes are made
+  // and compared in column pieces of about this many bytes each (whole shift bytes: at least
+  // 128 columns), so that the comparison reads them from cache. Any size gives the same
+  // findings; tests make it small to cut an expert into several pieces.
+  uint64_t decode_piece_bytes = uint64_t{256} << 10;
   std::function<void(uint64_t done, uint64_t total)> progress;  // work items; may be empty
 };
 

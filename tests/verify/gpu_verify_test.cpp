@@ -529,6 +529,66 @@ TEST(GpuVerifyExperts, AWrongOrUnwrittenDeviceElementIsNamedInEveryExpert) {
   }
 }
 
+// An expert without the GEMM check has its two decodes compared in column pieces (here of
+// 128 columns: a w13 expert of 256 is two pieces, a w2 expert of 128 one). The emulation
+// with one wrong element per call: (5, 7) of a piece that starts a slab, (2, 7) of one whose
+// spans go on from the previous call's. A wrong element is named by its place in the
+// expert, and of two, the first in row order: row 2, column 128 + 7 in a w13 expert.
+class WrongInEveryPiece final : public ForwardingBackend {
+ public:
+  WrongInEveryPiece() : ForwardingBackend(make_emulated_backend()) {}
+  std::string name() const override { return "wrong in every piece"; }
+  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
+                         std::span<int8_t> q, std::string& error) override {
+    if (!inner().decode_int8_shift(tiles, shift2, p, q, error)) return false;
+    // A piece that goes on from the previous call: both of its spans start where that
+    // call's ended, with the same shape.
+    const bool goes_on = tiles.data() == last_.tiles_end && shift2.data() == last_.shift2_end && p.k == last_.k;
+    const uint64_t row = goes_on ? 2 : 5;
+    last_ = {tiles.data() + tiles.size(), shift2.data() + shift2.size(), p.k};
+    q[row * p.k + 7] = static_cast<int8_t>(q[row * p.k + 7] ^ 1);
+    return true;
+  }
+
+ private:
+  struct Call {
+    const uint8_t *tiles_end, *shift2_end;
+    uint64_t k;
+  } last_{nullptr, nullptr, 0};
+};
+
+TEST(GpuVerifyExperts, DecodePiecesNameTheExpertsFirstWrongElement) {
+  TempDir tmp;
+  const std::string out = tmp.str("int8");
+  auto c = run_ckpt("convert -q --experts int8-shift " + shell_quote(fixture("oracle/dsv4-tiny")) + " " + shell_quote(out));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  WrongInEveryPiece be;
+  VerifyOptions o;
+  o.reference = fixture("oracle/dsv4-tiny");
+  o.gemm_experts = 1;      // expert 0 of each matrix: one whole decode (the GEMM needs it)
+  o.memory_budget = 1;     // one job at a time: the calls in order
+  o.decode_piece_bytes = 1;  // the least piece: 4 32-blocks
+  const VerifyReport r = verify_path(out, be, o);
+  uint64_t w13 = 0, w2 = 0, whole = 0;
+  for (const Finding& f : r.findings.items()) {
+    if (f.code != "VERIFY_MISMATCH") continue;
+    const bool first_expert = f.message.rfind("expert 0 ", 0) == 0;
+    const bool is_w13 = f.tensor.find("w13") != std::string::npos;
+    if (first_expert) {
+      whole += f.message.find("expert 0 row 5 column 7: device decode ") != std::string::npos;
+    } else if (is_w13) {
+      w13 += f.message.find(" row 2 column 135: device decode ") != std::string::npos;
+    } else {
+      w2 += f.message.find(" row 5 column 7: device decode ") != std::string::npos;
+    }
+  }
+  // 5 layers x 8 experts per matrix; expert 0 of each of the 10 matrices decoded whole.
+  EXPECT_EQ(whole, 10u);
+  EXPECT_EQ(w13, 35u);
+  EXPECT_EQ(w2, 35u);
+  EXPECT_EQ(r.failed(), 80u);
+}
+
 TEST(GpuVerifyCli, NoDeviceIsExitCode4WithAReason) {
   std::string error;
   if (make_gpu_backend(0, error)) GTEST_SKIP() << "a GPU is present";
