@@ -332,19 +332,19 @@ uint64_t mxfp4_job_memory(uint64_t nbytes, uint64_t k, uint64_t chunk) {
 uint64_t original_step_rows(uint64_t k) { return std::max<uint64_t>(1, (uint64_t{1} << 20) / std::max<uint64_t>(1, k)); }
 
 // Columns [32·kb0, 32·(kb0 + blocks)) of an INT8-shift expert's slabs as an expert of its
-// own: tile (kb, g) is byte (kb·G + g)·128 and shift byte ((kb / 4)·G + g)·8 + r, so for kb0
-// a multiple of 4 the piece's tiles and shift bytes are one contiguous run each, laid out as
-// the slabs of an expert of p.rows rows and 32·blocks columns.
+// own. The slabs run 32-block by 32-block (tile (kb, g) is byte (kb·G + g)·128, shift byte
+// ((kb / 4)·G + g)·8 + r), so for kb0 a multiple of 4 the piece's tiles and shift bytes are
+// one contiguous run each, which starts where the slabs of the columns before it would end.
 struct DecodePiece {
   RemapParams p;
   std::span<const uint8_t> mxfp4, shift2;
 };
 DecodePiece decode_piece(const RemapParams& p, const Slabs& s, uint64_t kb0, uint64_t blocks) {
-  RemapParams piece = p;
+  RemapParams before = p, piece = p;
+  before.k = 32 * kb0;
   piece.k = 32 * blocks;
-  const uint64_t groups = (p.rows + 7) / 8;
-  return {piece, std::span<const uint8_t>(s.mxfp4).subspan(kb0 * groups * 128, remap_mxfp4_bytes(piece)),
-          std::span<const uint8_t>(s.shift2).subspan(kb0 / 4 * groups * 8, remap_shift2_bytes(piece))};
+  return {piece, std::span<const uint8_t>(s.mxfp4).subspan(remap_mxfp4_bytes(before), remap_mxfp4_bytes(piece)),
+          std::span<const uint8_t>(s.shift2).subspan(remap_shift2_bytes(before), remap_shift2_bytes(piece))};
 }
 // 32-blocks per piece: a multiple of 4 (whole shift bytes) with about `bytes` of decode per
 // side (VerifyOptions::decode_piece_bytes), so both decodes and their comparison stay in a
@@ -624,7 +624,7 @@ class CheckpointVerifier : public Verifier {
                           v.size_slabs(p, b.got);
                           s.stages.buffers += lap.next();
                           if (!v.read_slabs(model, t, *sh, *cs, e, b.got)) return;
-                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, b, v.decode_by_digest(p, gemm), gemm)) return;
+                          if (!v.verify_decode(model.view.file_of(t), t.name, e, p, b, gemm)) return;
                           if (gemm) v.verify_gemm(model.view.file_of(t), t.name, e, p, b, nullptr);
                         }});
       }
@@ -851,12 +851,13 @@ class CheckpointVerifier : public Verifier {
     return !gemm && be_.has_int8_digest() && !o_.full_compare && r_.digest && p.rows * p.k / 4 <= kDigestMaxElems;
   }
 
-  // The CPU decode of OUT's slabs against the device's; with `keep_q` (the GEMM check needs
-  // it) the CPU's whole decode is kept in b.q_cpu. With `digest`, first the two decodes'
-  // digests (16 bytes back, the CPU's decoded in cache); only when they differ are both
-  // decoded in full and compared to name the element.
+  // The CPU decode of OUT's slabs against the device's; with `gemm` (the GEMM check follows
+  // and needs it) the CPU's whole decode is kept in b.q_cpu. Where decode_by_digest, first
+  // the two decodes' digests (16 bytes back, the CPU's decoded in cache); only when they
+  // differ are both decoded and compared to name the element.
   bool verify_decode(const std::string& file, const std::string& tensor, uint64_t e, const RemapParams& p,
-                     ExpertBuffers& b, bool digest, bool keep_q) {
+                     ExpertBuffers& b, bool gemm) {
+    const bool digest = decode_by_digest(p, gemm);
     VerifyCheck& c = add_check("int8_shift_decode", tensor, "expert " + std::to_string(e), p.rows * p.k);
     const Slabs& got = b.got;
     const std::string expert = "expert " + std::to_string(e);
@@ -877,10 +878,9 @@ class CheckpointVerifier : public Verifier {
       lap.next();  // the device's time: TimedBackend
       if (cpu == device) return true;
     }
-    if (!digest) r_.input_bytes_decoded += got.mxfp4.size() + got.shift2.size();
     // Column pieces of the expert (whole shift bytes), each decoded on both sides and
     // compared while both are in cache; one piece when the whole CPU decode is kept.
-    const uint64_t blocks = p.k / 32, piece_blocks = keep_q ? blocks : decode_piece_blocks(p, o_.decode_piece_bytes);
+    const uint64_t blocks = p.k / 32, piece_blocks = gemm ? blocks : decode_piece_blocks(p, o_.decode_piece_bytes);
     std::optional<DecodeDifference> first;  // the least (row, column) that differs
     for (uint64_t kb0 = 0; kb0 < blocks; kb0 += piece_blocks) {
       const DecodePiece piece = decode_piece(p, got, kb0, std::min(piece_blocks, blocks - kb0));
@@ -902,6 +902,7 @@ class CheckpointVerifier : public Verifier {
       }
       r_.stages.compare += lap.next();
     }
+    if (!digest) r_.input_bytes_decoded += got.mxfp4.size() + got.shift2.size();
     if (first) {
       mismatch(c, file, std::nullopt,
                expert + " row " + std::to_string(first->row) + " column " + std::to_string(first->column) +
@@ -1054,7 +1055,7 @@ class CheckpointVerifier : public Verifier {
       r_.stages.compare += lap.next();
       if (!slabs_equal) return;
       const bool gemm = o_.gemm_experts == 0 || e < o_.gemm_experts;
-      if (!verify_decode(file, mx.name, e, p, b, decode_by_digest(p, gemm), gemm) || !gemm) return;
+      if (!verify_decode(file, mx.name, e, p, b, gemm) || !gemm) return;
       if (!verify_mxfp4(file, mx.name, e, p, parts, b)) return;
       verify_gemm(file, mx.name, e, p, b, &parts);
     }
