@@ -403,6 +403,7 @@ bool ggml_dequant_has_fast_path(DequantIsa isa, int32_t type) {
 bool ggml_dequant_has_avx512_loop(int32_t type) { return dequant_avx512::has_loop(type); }
 
 bool ggml_isa_runs_avx2(DequantIsa isa) { return runnable(isa) >= DequantIsa::avx2; }
+bool ggml_isa_runs_avx512(DequantIsa isa) { return runnable(isa) >= DequantIsa::avx512; }
 
 bool ggml_dequantize(int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out, std::string& error) {
   return ggml_dequantize_isa(ggml_dequant_isa(), type, whole_blocks, out, error);

@@ -79,6 +79,8 @@ bool ggml_dequant_has_avx512_loop(int32_t type);
 // True when `isa` asks for AVX2 or more and this CPU runs AVX2: the check of every module
 // with AVX2 loops of its own (the digest, the INT8-shift remap and decode, the GEMMs).
 bool ggml_isa_runs_avx2(DequantIsa isa);
+// Likewise for AVX-512 (the modules with AVX-512 loops of their own: the double product).
+bool ggml_isa_runs_avx512(DequantIsa isa);
 // ggml_dequantize on an explicit ISA (clamped to what the CPU runs), with no shared state:
 // the tests compare the two paths through this.
 bool ggml_dequantize_isa(DequantIsa isa, int32_t type, std::span<const uint8_t> whole_blocks, std::span<float> out,

@@ -8,6 +8,7 @@
 #include "core/checked_math.h"
 #include "numerics/fp8.h"
 #include "numerics/int8_gemm_avx2.h"
+#include "numerics/int8_gemm_avx512.h"
 
 namespace ckpt {
 namespace {
@@ -210,6 +211,10 @@ bool gemm_f64_isa(DequantIsa isa, std::span<const float> x, std::span<const floa
                   uint64_t k, std::span<double> y) {
   if (!size_is(x.size(), m, k) || !size_is(w.size(), n, k) || !size_is(y.size(), m, n)) return false;
   if (m == 0 || n == 0) return true;
+  if (ggml_isa_runs_avx512(isa) && int8_gemm_avx512::supported()) {
+    int8_gemm_avx512::f64_gemm(x.data(), w.data(), m, n, k, y.data());
+    return true;
+  }
   if (ggml_isa_runs_avx2(isa) && int8_gemm_avx2::fma_supported()) {
     int8_gemm_avx2::f64_gemm(x.data(), w.data(), m, n, k, y.data());
     return true;

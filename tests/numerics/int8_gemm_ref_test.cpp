@@ -273,6 +273,7 @@ TEST(Int8GemmRef, OracleWeightsExactAccumulatorsAndBoundedError) {
 // sums written here.
 
 bool cpu_runs_avx2() { return ggml_dequant_best_isa() >= DequantIsa::avx2; }
+bool cpu_runs_avx512() { return ggml_dequant_best_isa() >= DequantIsa::avx512; }
 
 // Fills a [m, k] and q [n, k] by pattern: 0 random, 1 all −128, 2 all 127, 3 a −128 / q 127,
 // 4 alternating −128 / 127 (a) against 127 / −128 (q).
@@ -414,18 +415,24 @@ TEST(Int8GemmIsa, DoubleProductHasOneFixedOrderOnEveryIsa) {
   struct Size {
     uint64_t m, n, k;
   };
-  const std::vector<Size> sizes = {{1, 1, 1}, {1, 1, 3}, {1, 4, 4}, {2, 5, 37}, {3, 9, 64}, {1, 7, 2048}, {5, 6, 130}};
+  // Every row tile (4, 2, 1) and column block (8, a pair, an odd last column) of the
+  // AVX-512 loop and the AVX2 loop's (2 x 4, 1), with and without a k % 4 tail.
+  const std::vector<Size> sizes = {{1, 1, 1},  {1, 1, 3},   {1, 4, 4},   {2, 5, 37},    {3, 9, 64},
+                                   {1, 7, 2048}, {5, 6, 130}, {7, 19, 67}, {8, 16, 256}, {11, 25, 4099}};
   for (const Size& z : sizes) {
     SCOPED_TRACE(testing::Message() << "m " << z.m << " n " << z.n << " k " << z.k);
     std::vector<float> x(z.m * z.k), w(z.n * z.k);
     // Wide magnitudes, so that a different summation order would round differently.
     for (float& v : x) v = std::ldexp(dist(rng), int(rng() % 40) - 20);
     for (float& v : w) v = std::ldexp(dist(rng), int(rng() % 40) - 20);
-    std::vector<double> ys(z.m * z.n), yv(z.m * z.n), yd(z.m * z.n);
+    std::vector<double> ys(z.m * z.n), yv(z.m * z.n), yz(z.m * z.n), yd(z.m * z.n);
     ASSERT_TRUE(gemm_f64_isa(DequantIsa::scalar, x, w, z.m, z.n, z.k, ys));
     ASSERT_TRUE(gemm_f64(x, w, z.m, z.n, z.k, yd));
     if (cpu_runs_avx2()) {
       ASSERT_TRUE(gemm_f64_isa(DequantIsa::avx2, x, w, z.m, z.n, z.k, yv));
+    }
+    if (cpu_runs_avx512()) {
+      ASSERT_TRUE(gemm_f64_isa(DequantIsa::avx512, x, w, z.m, z.n, z.k, yz));
     }
     for (uint64_t r = 0; r < z.m; ++r)
       for (uint64_t c = 0; c < z.n; ++c) {
@@ -435,6 +442,9 @@ TEST(Int8GemmIsa, DoubleProductHasOneFixedOrderOnEveryIsa) {
         ASSERT_EQ(std::bit_cast<uint64_t>(yd[o]), std::bit_cast<uint64_t>(want)) << "default [" << r << ", " << c << "]";
         if (cpu_runs_avx2()) {
           ASSERT_EQ(std::bit_cast<uint64_t>(yv[o]), std::bit_cast<uint64_t>(want)) << "avx2 [" << r << ", " << c << "]";
+        }
+        if (cpu_runs_avx512()) {
+          ASSERT_EQ(std::bit_cast<uint64_t>(yz[o]), std::bit_cast<uint64_t>(want)) << "avx512 [" << r << ", " << c << "]";
         }
       }
     // One column block at a time (as verify splits the work): the same numbers.
