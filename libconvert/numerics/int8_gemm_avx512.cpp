@@ -18,6 +18,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <vector>
 
 #define CKPT_AVX512 __attribute__((target("avx512f,avx2,fma")))
@@ -91,7 +92,7 @@ CKPT_AVX512 void f64_rows(const float* x, const float* w, const double* wd, uint
 }  // namespace
 
 CKPT_AVX512 void f64_gemm(const float* x, const float* w, uint64_t m, uint64_t n, uint64_t k, double* y) {
-  std::vector<double> wd(2 * kPairs * (k / 4) * 4);
+  std::vector<double> wd(std::max<uint64_t>(8, 2 * kPairs * (k / 4) * 4));  // never empty: widen_pairs offsets into it
   uint64_t c = 0;
   for (; c + 2 * kPairs <= n; c += 2 * kPairs) {
     widen_pairs(w, n, k, c, kPairs, wd.data());
