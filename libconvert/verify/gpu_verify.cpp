@@ -1240,19 +1240,21 @@ class GgufVerifier : public Verifier {
  public:
   GgufVerifier(DecodeBackend& backend, const VerifyOptions& o, Sink& r) : Verifier(backend, o, r) {}
 
-  // The bytes of each step of a range of whole rows (the last may be shorter): at most
-  // kStepElems elements and the backend's chunk.
-  static uint64_t step_bytes(uint64_t row_bytes, uint64_t row_elems, uint64_t bytes, uint64_t chunk) {
-    return std::min(rows_per_step(row_bytes, row_elems, chunk) * row_bytes, bytes);
+  // Whether a job's steps compare digests: the backend has them, --full-compare is off and
+  // one row fits a digest.
+  static bool digest_steps(const DecodeBackend& be, const VerifyOptions& o, uint64_t row_elems) {
+    return be.has_ggml_digest() && !o.full_compare && row_elems <= kDigestMaxElems;
   }
-
-  static uint64_t rows_per_step(uint64_t row_bytes, uint64_t row_elems, uint64_t chunk) {
-    return std::max<uint64_t>(1, std::min(chunk / std::max<uint64_t>(1, row_bytes), kStepElems / std::max<uint64_t>(1, row_elems)));
+  // The bytes of each step of a range of whole rows (the last may be shorter): at most the
+  // backend's chunk, and kDigestMaxElems elements where digests are compared (a step then
+  // holds only its input; a quarter as many backend calls, each with its fixed launches and
+  // wait, as with kStepElems) or kStepElems where every element is (its f32 on both sides).
+  static uint64_t step_bytes(uint64_t row_bytes, uint64_t row_elems, uint64_t bytes, uint64_t chunk, bool digest) {
+    return std::min(rows_per_step(row_bytes, row_elems, chunk, digest) * row_bytes, bytes);
   }
-  // Whether a job's steps compare digests (the backend has them, --full-compare is off and
-  // a step fits one digest).
-  static bool digest_steps(const DecodeBackend& be, const VerifyOptions& o, uint64_t step_elems) {
-    return be.has_ggml_digest() && !o.full_compare && step_elems <= kDigestMaxElems;
+  static uint64_t rows_per_step(uint64_t row_bytes, uint64_t row_elems, uint64_t chunk, bool digest) {
+    const uint64_t elems = digest ? kDigestMaxElems : kStepElems;
+    return std::max<uint64_t>(1, std::min(chunk / std::max<uint64_t>(1, row_bytes), elems / std::max<uint64_t>(1, row_elems)));
   }
   // Two input steps, and two f32 steps (device and CPU) when every element is compared, or
   // two f32 pieces when digests are (a differing step is then compared piece by piece).
@@ -1262,9 +1264,10 @@ class GgufVerifier : public Verifier {
     if (!info || info->block_size == 0 || info->type_size == 0 || row_elems % info->block_size || bytes == 0) return 0;
     const uint64_t row_bytes = row_elems / info->block_size * info->type_size;
     if (row_bytes == 0) return 0;
-    const uint64_t rows = std::min(rows_per_step(row_bytes, row_elems, std::max<uint64_t>(1, be.max_chunk_bytes())),
+    const bool digest = digest_steps(be, o, row_elems);
+    const uint64_t rows = std::min(rows_per_step(row_bytes, row_elems, std::max<uint64_t>(1, be.max_chunk_bytes()), digest),
                                    std::max<uint64_t>(1, bytes / row_bytes));
-    const uint64_t f32 = digest_steps(be, o, rows * row_elems) ? 2 * 4 * kDigestPiece : 8 * rows * row_elems;
+    const uint64_t f32 = digest ? 2 * 4 * kDigestPiece : 8 * rows * row_elems;
     return 2 * rows * row_bytes + f32;
   }
 
@@ -1293,11 +1296,10 @@ class GgufVerifier : public Verifier {
       return;
     }
     c.elements = bytes / row_bytes * row_elems;
-    const uint64_t step = step_bytes(row_bytes, row_elems, bytes, chunk_bytes());
-    const uint64_t step_elems = step / row_bytes * row_elems;
     // Digests first where the backend has them: 16 bytes back per step instead of every
     // f32 (8x a 4-bit input), the CPU's reference digested in cache-sized pieces.
-    const bool digest = digest_steps(be_, o_, step_elems);
+    const bool digest = digest_steps(be_, o_, row_elems);
+    const uint64_t step = step_bytes(row_bytes, row_elems, bytes, chunk_bytes(), digest);
     // A GGUF checked alone decodes the same bytes on both sides: one read per step.
     const bool same_bytes = &src == &ref && src_offset == ref_offset;
     PooledSteps bufs(r_.steps);
@@ -1406,8 +1408,8 @@ size_t DigestsAhead::add(const DecodeBackend& be, const VerifyOptions& o, int32_
   if (!info || info->block_size == 0 || info->type_size == 0 || row_elems % info->block_size || bytes == 0) return kNone;
   const uint64_t row_bytes = row_elems / info->block_size * info->type_size;
   if (row_bytes == 0 || bytes % row_bytes) return kNone;  // verify_range reports it
-  const uint64_t step = GgufVerifier::step_bytes(row_bytes, row_elems, bytes, std::max<uint64_t>(1, be.max_chunk_bytes()));
-  if (!GgufVerifier::digest_steps(be, o, step / row_bytes * row_elems)) return kNone;
+  if (!GgufVerifier::digest_steps(be, o, row_elems)) return kNone;
+  const uint64_t step = GgufVerifier::step_bytes(row_bytes, row_elems, bytes, std::max<uint64_t>(1, be.max_chunk_bytes()), true);
   const size_t first = steps_.size();
   for (uint64_t done = 0; done < bytes; done += step)
     steps_.push_back({type, &cpu_file, cpu_offset + done, std::min(step, bytes - done)});

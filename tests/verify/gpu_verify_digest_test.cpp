@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
 #include <thread>
 
 #include "core/ggml_types.h"
@@ -110,10 +111,10 @@ TEST(GpuVerifyDigest, FullCompareNeverConsultsTheDigest) {
 // While ckpt-gpu verify's device opens (OpeningBackend), the CPU digests are computed ahead
 // and the jobs take them: the report is the one computed without that phase, and a faulty
 // device element is still named with both values.
-VerifyReport verify_tiny_opening(Fault f, uint64_t element = 5) {
+VerifyReport verify_tiny_opening(Fault f, uint64_t element = 5, int open_ms = 300) {
   OpeningBackend be(
-      [f, element](std::string&) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the ahead phase runs meanwhile
+      [f, element, open_ms](std::string&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(open_ms));  // the ahead phase runs meanwhile
         return std::unique_ptr<DecodeBackend>(std::make_unique<FaultyBackend>(f, element));
       },
       BackendTraits{make_emulated_backend()->max_chunk_bytes(), 0, true, true});
@@ -136,6 +137,75 @@ TEST(GpuVerifyDigest, DigestsComputedAheadWhileTheDeviceOpensGiveTheSameReport) 
   }
   EXPECT_EQ(got.input_bytes_decoded, want.input_bytes_decoded);
   EXPECT_EQ(got.backend, plain.name());
+}
+
+// A device that opens before the ahead phase is through (or at once): the jobs compute the
+// steps it left. Whatever the split, the same report, and a faulty element still named.
+TEST(GpuVerifyDigest, DigestsPartlyComputedAheadGiveTheSameReport) {
+  FaultyBackend plain(Fault::none);
+  const VerifyReport want = verify_tiny(plain);
+  for (int open_ms : {0, 1, 3, 10, 30}) {
+    SCOPED_TRACE(testing::Message() << "device open after " << open_ms << " ms");
+    const VerifyReport got = verify_tiny_opening(Fault::none, 5, open_ms);
+    EXPECT_EQ(got.failed(), 0u) << test::describe(got.findings);
+    EXPECT_EQ(test::describe(got.findings), test::describe(want.findings));
+    ASSERT_EQ(got.checks.size(), want.checks.size());
+    for (size_t i = 0; i < got.checks.size(); ++i) EXPECT_EQ(got.checks[i].elements, want.checks[i].elements);
+    EXPECT_EQ(got.input_bytes_decoded, want.input_bytes_decoded);
+    const VerifyReport bad = verify_tiny_opening(Fault::one_element, 200003, open_ms);
+    ASSERT_GT(bad.failed(), 0u);
+    EXPECT_NE(test::describe(bad.findings).find("element 200003 ("), std::string::npos) << test::describe(bad.findings);
+  }
+}
+
+// A GGUF of one Q8_0 tensor [4096, rows] (scales 1.0, random codes).
+std::vector<uint8_t> q8_0_gguf(uint64_t rows) {
+  std::vector<uint8_t> out;
+  auto put = [&](const void* p, size_t n) { out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  auto u32 = [&](uint32_t v) { put(&v, 4); };
+  auto u64 = [&](uint64_t v) { put(&v, 8); };
+  auto str = [&](const std::string& t) { u64(t.size()); put(t.data(), t.size()); };
+  put("GGUF", 4);
+  u32(3);
+  u64(1);  // tensors
+  u64(1);  // key-value pairs
+  str("general.architecture");
+  u32(8);  // string
+  str("llama");
+  str("w");
+  u32(2);
+  u64(4096);
+  u64(rows);
+  u32(8);  // Q8_0
+  u64(0);
+  out.resize((out.size() + 31) / 32 * 32, 0);
+  std::mt19937 rng(3);
+  for (uint64_t b = 0; b < 4096 / 32 * rows; ++b) {
+    const uint8_t block[2] = {0x00, 0x3C};  // f16 1.0
+    put(block, 2);
+    for (int i = 0; i < 32; ++i) out.push_back(static_cast<uint8_t>(rng()));
+  }
+  return out;
+}
+
+// Digest steps hold only their input, so they run up to kDigestMaxElems (16M) elements
+// within the backend's chunk: an 8M-element Q8_0 tensor (8.5 MB) is one device call, where
+// the 4M-element steps of an element-by-element comparison would make two.
+TEST(GpuVerifyDigest, ADigestStepTakesUpTo16MElementsWithinTheChunk) {
+  test::TempDir tmp;
+  const std::string path = tmp.str("q8.gguf");
+  test::write_file(path, q8_0_gguf(2048));
+  FaultyBackend be(Fault::none);
+  ASSERT_GE(be.max_chunk_bytes(), uint64_t{9} << 20);
+  const VerifyReport r = verify_path(path, be, VerifyOptions{});
+  EXPECT_EQ(r.failed(), 0u) << test::describe(r.findings);
+  ASSERT_EQ(r.checks.size(), 1u);
+  EXPECT_EQ(r.checks[0].elements, uint64_t{4096} * 2048);
+  EXPECT_EQ(be.digest_calls, 1);
+  FaultyBackend wrong(Fault::one_element, 6'000'000);  // in the step's second half
+  const VerifyReport w = verify_path(path, wrong, VerifyOptions{});
+  ASSERT_GT(w.failed(), 0u);
+  EXPECT_NE(test::describe(w.findings).find("element 6000000 ("), std::string::npos) << test::describe(w.findings);
 }
 
 TEST(GpuVerifyDigest, AFaultyDeviceElementIsNamedWhenTheCpuDigestsCameAhead) {
