@@ -26,7 +26,8 @@
 // concurrent() (lanes: a stream, pinned staging and device buffers each), so the jobs'
 // transfers and kernels overlap; a backend that is not takes one call at a time while
 // other jobs read and compute their references. Each job holds a few step buffers (at most
-// 4M elements per step, ~30-60 MiB) or one expert's matrices (an INT8-shift expert: about 8
+// 4M elements per step, ~30-60 MiB; a GGUF or pack digest step only its input, at most 16M
+// elements in the backend's chunk) or one expert's matrices (an INT8-shift expert: about 8
 // bytes per weight with the GEMM check, 3 without), both reused from job to job through a
 // pool whose sets hold one kind at a time (no allocation or page fault per job). Jobs in flight = clamp((memory_budget - backend.host_memory()) / largest job,
 // 1, 2 x cores), so the payload buffers and the backend's pinned staging stay within
