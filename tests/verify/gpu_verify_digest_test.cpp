@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "core/ggml_types.h"
+#include "formats/gguf_writer.h"
+#include "io/atomic_file.h"
 #include "test_util.h"
 #include "verify/gpu_verify.h"
 #include "verify/opening_backend.h"
@@ -158,34 +160,25 @@ TEST(GpuVerifyDigest, DigestsPartlyComputedAheadGiveTheSameReport) {
   }
 }
 
-// A GGUF of one Q8_0 tensor [4096, rows] (scales 1.0, random codes).
-std::vector<uint8_t> q8_0_gguf(uint64_t rows) {
-  std::vector<uint8_t> out;
-  auto put = [&](const void* p, size_t n) { out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
-  auto u32 = [&](uint32_t v) { put(&v, 4); };
-  auto u64 = [&](uint64_t v) { put(&v, 8); };
-  auto str = [&](const std::string& t) { u64(t.size()); put(t.data(), t.size()); };
-  put("GGUF", 4);
-  u32(3);
-  u64(1);  // tensors
-  u64(1);  // key-value pairs
-  str("general.architecture");
-  u32(8);  // string
-  str("llama");
-  str("w");
-  u32(2);
-  u64(4096);
-  u64(rows);
-  u32(8);  // Q8_0
-  u64(0);
-  out.resize((out.size() + 31) / 32 * 32, 0);
+// `path`: a GGUF of one Q8_0 tensor [4096, rows] (scales 1.0, random codes), written by the
+// library's own GgufWriter.
+void write_q8_0_gguf(const std::string& path, uint64_t rows) {
+  GgufWriter w(32);
+  std::string error;
+  const uint64_t ne[4] = {4096, rows, 1, 1};
+  ASSERT_TRUE(w.add_string_kv("general.architecture", "llama", error)) << error;
+  ASSERT_TRUE(w.add_tensor("w", 2, ne, kGgmlQ8_0, error)) << error;
+  std::vector<uint8_t> blocks(4096 / 32 * rows * 34);
   std::mt19937 rng(3);
-  for (uint64_t b = 0; b < 4096 / 32 * rows; ++b) {
-    const uint8_t block[2] = {0x00, 0x3C};  // f16 1.0
-    put(block, 2);
-    for (int i = 0; i < 32; ++i) out.push_back(static_cast<uint8_t>(rng()));
+  for (uint64_t b = 0; b < blocks.size(); b += 34) {
+    blocks[b] = 0x00;
+    blocks[b + 1] = 0x3C;  // f16 1.0
+    for (int i = 0; i < 32; ++i) blocks[b + 2 + i] = static_cast<uint8_t>(rng());
   }
-  return out;
+  AtomicOutput out(path);
+  ASSERT_TRUE(out.open(error) && w.begin(out, error) && w.write_data(out, blocks, error) && w.end_tensor(out, error) &&
+              w.finish(error) && out.commit(error))
+      << error;
 }
 
 // Digest steps hold only their input, so they run up to kDigestMaxElems (16M) elements
@@ -194,7 +187,7 @@ std::vector<uint8_t> q8_0_gguf(uint64_t rows) {
 TEST(GpuVerifyDigest, ADigestStepTakesUpTo16MElementsWithinTheChunk) {
   test::TempDir tmp;
   const std::string path = tmp.str("q8.gguf");
-  test::write_file(path, q8_0_gguf(2048));
+  write_q8_0_gguf(path, 2048);
   FaultyBackend be(Fault::none);
   ASSERT_GE(be.max_chunk_bytes(), uint64_t{9} << 20);
   const VerifyReport r = verify_path(path, be, VerifyOptions{});
