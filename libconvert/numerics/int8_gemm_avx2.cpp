@@ -19,6 +19,7 @@
 //   keeps the compiler from fusing anything else in the file).
 #include "numerics/int8_gemm_avx2.h"
 
+#include "numerics/f64_lanes.h"
 #include "numerics/int8_shift.h"
 
 #if defined(__x86_64__)
@@ -111,11 +112,7 @@ CKPT_AVX2_FMA void f64_tile(const float* x, const double* wd, uint64_t n, uint64
     for (int c = 0; c < C; ++c) {
       alignas(32) double lane[4];
       _mm256_store_pd(lane, s[r][c]);
-      for (uint64_t j = i; j < k; ++j) {
-        const double p = static_cast<double>(x[r * k + j]) * wd[c * k + j];
-        lane[j % 4] += p;
-      }
-      y[r * n + c] = (lane[0] + lane[1]) + (lane[2] + lane[3]);
+      y[r * n + c] = f64_lanes_finish(lane, x + r * k, wd + c * k, i, k);
     }
 }
 

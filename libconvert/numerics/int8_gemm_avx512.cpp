@@ -15,6 +15,8 @@
 // widened, and used by the tile's four pairs.
 #include "numerics/int8_gemm_avx512.h"
 
+#include "numerics/f64_lanes.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -73,9 +75,7 @@ CKPT_AVX512 void f64_tile(const float* x, const float* w, const double* wd, uint
       for (int half = 0; half < 2; ++half) {
         const uint64_t col = c + 2 * p + half;
         if (col >= n) continue;
-        double* l = lane + 4 * half;
-        for (uint64_t j = k4 * 4; j < k; ++j) l[j % 4] += static_cast<double>(x[r * k + j]) * static_cast<double>(w[col * k + j]);
-        y[r * n + col] = (l[0] + l[1]) + (l[2] + l[3]);
+        y[r * n + col] = f64_lanes_finish(lane + 4 * half, x + r * k, w + col * k, k4 * 4, k);
       }
     }
 }

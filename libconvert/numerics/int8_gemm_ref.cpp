@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/checked_math.h"
+#include "numerics/f64_lanes.h"
 #include "numerics/fp8.h"
 #include "numerics/int8_gemm_avx2.h"
 #include "numerics/int8_gemm_avx512.h"
@@ -222,13 +223,8 @@ bool gemm_f64_isa(DequantIsa isa, std::span<const float> x, std::span<const floa
   for (uint64_t r = 0; r < m; ++r) {
     const float* xr = x.data() + r * k;
     for (uint64_t c = 0; c < n; ++c) {
-      const float* wc = w.data() + c * k;
       double lane[4] = {0, 0, 0, 0};
-      for (uint64_t i = 0; i < k; ++i) {
-        const double p = static_cast<double>(xr[i]) * static_cast<double>(wc[i]);
-        lane[i % 4] += p;
-      }
-      y[r * n + c] = (lane[0] + lane[1]) + (lane[2] + lane[3]);
+      y[r * n + c] = f64_lanes_finish(lane, xr, w.data() + c * k, 0, k);
     }
   }
   return true;
