@@ -1385,18 +1385,27 @@ class GgufVerifier : public Verifier {
     r_.findings.error("VERIFY_UNSUPPORTED", file, tensor, offset, "CPU reference: " + error);
   }
 
+  // Every tensor of `model` on the device against the CPU's dequantization of the same
+  // bytes, or, where `source` (a pack's reference) has a tensor of the same name, type and
+  // size, of the source's bytes: a dense tensor of a pack changed after the repack is then a
+  // mismatch, not a pass (the renamed A_log, whose values differ by design, has no namesake).
   static void plan_gguf(DecodeBackend& be, const VerifyOptions& o, const LoadedModel& model, DigestsAhead& ahead,
-                        std::vector<Job>& jobs) {
+                        std::vector<Job>& jobs, const LoadedModel* source = nullptr) {
     for (const auto& t : model.view.tensors) {
       if (!t.payload_ok || t.shape.empty()) {
         jobs.push_back({0, [](Sink&) {}});  // counted in the progress, as before
         continue;
       }
-      const size_t first = ahead.add(be, o, t.ggml_type, t.shape[0], t.nbytes, model.gguf_file, t.offset);
-      jobs.push_back({job_memory(be, o, t.ggml_type, t.shape[0], t.nbytes), [&be, &o, &model, &t, &ahead, first](Sink& s) {
+      const ModelTensor* namesake = source ? source->view.find(t.name) : nullptr;
+      const bool from_source = namesake && namesake->payload_ok && namesake->ggml_type == t.ggml_type &&
+                               namesake->shape == t.shape && namesake->nbytes == t.nbytes;
+      const MappedFile& cpu_file = from_source ? source->gguf_file : model.gguf_file;
+      const uint64_t cpu_off = from_source ? namesake->offset : t.offset;
+      const size_t first = ahead.add(be, o, t.ggml_type, t.shape[0], t.nbytes, cpu_file, cpu_off);
+      jobs.push_back({job_memory(be, o, t.ggml_type, t.shape[0], t.nbytes),
+                      [&be, &o, &model, &t, &cpu_file, cpu_off, &ahead, first](Sink& s) {
                         GgufVerifier(be, o, s).verify_range(t.name, "", t.ggml_type, t.shape[0], t.nbytes,
-                                                            model.gguf_file, t.offset, model.gguf_file, t.offset, &ahead,
-                                                            first);
+                                                            model.gguf_file, t.offset, cpu_file, cpu_off, &ahead, first);
                       }});
     }
   }
@@ -1464,8 +1473,8 @@ double DigestsAhead::compute(const DecodeBackend& be, const DigestWeights& w, ui
 // files opened here outlive the jobs that read them.
 struct PackPlan {
   MappedFile experts, ref;
-  LoadedModel dense;
-  bool have_dense = false;
+  LoadedModel dense, source;  // source: the reference's tensors, when it reads cleanly
+  bool have_dense = false, have_source = false;
 
   DigestsAhead ahead;
 
@@ -1493,7 +1502,13 @@ struct PackPlan {
                         }});
       }
     }
-    if (have_dense) GgufVerifier::plan_gguf(be, o, dense, ahead, jobs);  // the dense remainder, device against CPU
+    if (!reference.empty()) {
+      Findings sf;
+      have_source = load_model(reference, StReadOptions{}, source, sf) && !sf.has_errors() &&
+                    source.format == ModelFormat::gguf;
+    }
+    // The dense remainder, device against the CPU of the reference's bytes (else its own).
+    if (have_dense) GgufVerifier::plan_gguf(be, o, dense, ahead, jobs, have_source ? &source : nullptr);
     return true;
   }
 };

@@ -237,6 +237,38 @@ TEST_P(GpuVerify, ReusedExpertBuffersStillNameEachFlippedExpertAndPassTheOthers)
   }
 }
 
+// A dense tensor of a pack changed after the repack: with --reference the device's decode is
+// compared with the CPU's decode of the reference's bytes, so it is a mismatch naming the
+// tensor; alone, the pack's bytes only agree with themselves (all a pack alone can show).
+TEST_P(GpuVerify, AChangedDenseTensorOfAPackFailsAgainstTheReference) {
+  const std::string pack = tmp_.str("pack");
+  ASSERT_EQ(run_ckpt("repack-experts -q " + shell_quote(fixture("ggml/qwen3next-tiny.gguf")) + " " + shell_quote(pack))
+                .exit_code,
+            0);
+  uint64_t at = 0;
+  std::string name;
+  {
+    const auto dense = test::load_model_checked(pack + "/dense.gguf");
+    ASSERT_TRUE(dense);
+    for (const auto& t : dense->view.tensors)
+      if (t.nbytes >= 4096 && t.name.find("A_log") == std::string::npos) {
+        at = t.offset + t.nbytes / 2;
+        name = t.name;
+        break;
+      }
+  }
+  ASSERT_FALSE(name.empty());
+  auto bytes = test::read_file(pack + "/dense.gguf");
+  bytes[at] ^= 0x04;
+  test::write_file(pack + "/dense.gguf", bytes);
+  auto r = verify(pack, fixture("ggml/qwen3next-tiny.gguf"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("VERIFY_MISMATCH"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tensor " + name + " @"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vs CPU dequant of the source"), std::string::npos) << r.out;
+  EXPECT_EQ(verify(pack, "").exit_code, 0);
+}
+
 TEST_P(GpuVerify, RepackOfQwen3nextTinyPassesAndAFlippedBlobByteFails) {
   const std::string pack = tmp_.str("pack");
   auto rp = run_ckpt("repack-experts -q " + shell_quote(fixture("ggml/qwen3next-tiny.gguf")) + " " + shell_quote(pack));
