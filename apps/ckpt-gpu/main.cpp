@@ -115,8 +115,9 @@ int main(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "verify a checkpoint, a converted checkpoint or an expert pack");
   verify->add_option("path", v.path, "checkpoint directory, .safetensors, .gguf, or expert pack directory")->required();
   verify->add_option("--reference", v.reference,
-                     "the conversion's input checkpoint, or the pack's source GGUF (needed for a BF16 output: "
-                     "without it nothing is verifiable, exit 1)");
+                     "the conversion's input checkpoint, the pack's source GGUF, or for a GGUF file a GGUF to "
+                     "compare it with tensor by tensor (needed for a BF16 output: without it nothing is "
+                     "verifiable, exit 1)");
   verify->add_option("--device", v.device, "GPU ordinal")->check(CLI::NonNegativeNumber);
   verify->add_option("--backend", v.backend, "gpu (default) or emulate (the kernels' arithmetic on the host)")
       ->check(CLI::IsMember({"gpu", "emulate"}));

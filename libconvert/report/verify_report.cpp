@@ -77,6 +77,7 @@ std::string verify_report_json(const VerifyReport& r, bool stages) {
   for (const auto& c : r.checks) {
     w.begin_object().key("check").value(c.check).key("tensor").value(c.tensor);
     if (!c.part.empty()) w.key("part").value(c.part);
+    w.key("verified_against").value(c.verified_against);
     w.key("elements").value(c.elements).key("ok").value(c.ok);
     if (c.rel_l2) w.key("rel_l2").value(*c.rel_l2);
     w.end_object();

@@ -106,9 +106,15 @@ class DecodeBackend {
   }
 };
 
+// The kinds of backend call, as --stats counts them (VerifyStages::device_*, gemm_device).
+enum class CallKind { fp8, mxfp4, int8_decode, ggml, gemm };
+
 // A backend that passes every call to another one: the base of the verifier's wrappers
-// (one call at a time, timing) and of the tests' faulty backends, each of which overrides
-// only the calls it changes. Borrows `inner`, or owns it.
+// (one call at a time, timing), of OpeningBackend (the device opened on its own thread)
+// and of the tests' faulty backends, each of which overrides only what it changes. The
+// twelve calls are forwarded here and nowhere else: each goes through target() (where to)
+// and around() (how: serialized, timed), so a wrapper overrides one of those, not the calls.
+// Borrows `inner`, or owns it.
 class ForwardingBackend : public DecodeBackend {
  public:
   explicit ForwardingBackend(DecodeBackend& inner) : inner_(&inner) {}
@@ -118,56 +124,88 @@ class ForwardingBackend : public DecodeBackend {
   bool concurrent() const override { return inner_->concurrent(); }
   uint64_t host_memory() const override { return inner_->host_memory(); }
   BackendState state(std::string* why = nullptr) const override { return inner_->state(why); }
+  bool has_ggml_digest() const override { return inner_->has_ggml_digest(); }
+  bool has_bf16_digest() const override { return inner_->has_bf16_digest(); }
+  bool has_int8_digest() const override { return inner_->has_int8_digest(); }
+
   bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                    std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
-    return inner_->fp8_to_bf16(w, row_begin, g, kind, scale, out, error);
+    return forward(CallKind::fp8, error, [&](DecodeBackend& b) { return b.fp8_to_bf16(w, row_begin, g, kind, scale, out, error); });
   }
   bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
                     std::span<float> out, std::string& error) override {
-    return inner_->mxfp4_to_f32(w, scale, rows, k, out, error);
+    return forward(CallKind::mxfp4, error, [&](DecodeBackend& b) { return b.mxfp4_to_f32(w, scale, rows, k, out, error); });
   }
   bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
                          std::span<int8_t> q, std::string& error) override {
-    return inner_->decode_int8_shift(tiles, shift2, p, q, error);
+    return forward(CallKind::int8_decode, error,
+                   [&](DecodeBackend& b) { return b.decode_int8_shift(tiles, shift2, p, q, error); });
   }
   bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
                             std::span<float> a_scale, std::string& error) override {
-    return inner_->quantize_activations(x, m, k, a, a_scale, error);
+    return forward(CallKind::gemm, error,
+                   [&](DecodeBackend& b) { return b.quantize_activations(x, m, k, a, a_scale, error); });
   }
   bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
                  std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
                  std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
-    return inner_->int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error);
+    return forward(CallKind::gemm, error,
+                   [&](DecodeBackend& b) { return b.int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error); });
   }
   bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
-    return inner_->ggml_to_f32(type, blocks, out, error);
+    return forward(CallKind::ggml, error, [&](DecodeBackend& b) { return b.ggml_to_f32(type, blocks, out, error); });
   }
-  bool has_ggml_digest() const override { return inner_->has_ggml_digest(); }
   bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
                    std::string& error) override {
-    return inner_->ggml_digest(type, blocks, w, out, error);
+    return forward(CallKind::ggml, error, [&](DecodeBackend& b) { return b.ggml_digest(type, blocks, w, out, error); });
   }
-  bool has_bf16_digest() const override { return inner_->has_bf16_digest(); }
   bool fp8_bf16_digest(std::span<const uint8_t> wr, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
                        std::span<const uint8_t> scale, const DigestWeights& w, F32Digest& out, std::string& error) override {
-    return inner_->fp8_bf16_digest(wr, row_begin, g, kind, scale, w, out, error);
+    return forward(CallKind::fp8, error,
+                   [&](DecodeBackend& b) { return b.fp8_bf16_digest(wr, row_begin, g, kind, scale, w, out, error); });
   }
   bool mxfp4_bf16_digest(std::span<const uint8_t> wt, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
                          const DigestWeights& w, F32Digest& out, std::string& error) override {
-    return inner_->mxfp4_bf16_digest(wt, scale, rows, k, w, out, error);
+    return forward(CallKind::mxfp4, error,
+                   [&](DecodeBackend& b) { return b.mxfp4_bf16_digest(wt, scale, rows, k, w, out, error); });
   }
-  bool has_int8_digest() const override { return inner_->has_int8_digest(); }
   bool int8_shift_digest(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
                          const DigestWeights& w, F32Digest& out, std::string& error) override {
-    return inner_->int8_shift_digest(tiles, shift2, p, w, out, error);
+    return forward(CallKind::int8_decode, error,
+                   [&](DecodeBackend& b) { return b.int8_shift_digest(tiles, shift2, p, w, out, error); });
   }
 
  protected:
+  // For a subclass whose calls go elsewhere (target() overridden) and which answers the
+  // non-call members itself.
+  ForwardingBackend() = default;
   DecodeBackend& inner() const { return *inner_; }
 
+  // One forwarded call, not owned: run it on a backend.
+  class Call {
+   public:
+    template <class F>
+    explicit Call(F& f) : f_(&f), run_([](void* p, DecodeBackend& b) { return (*static_cast<F*>(p))(b); }) {}
+    bool operator()(DecodeBackend& b) const { return run_(f_, b); }
+
+   private:
+    void* f_;
+    bool (*run_)(void*, DecodeBackend&);
+  };
+  // Where every call goes: `inner`; nullptr (with `error` set) fails the call.
+  virtual DecodeBackend* target(std::string& /*error*/) { return inner_; }
+  // How every call runs: as it is; the verifier's wrappers serialize or time it.
+  virtual bool around(CallKind /*kind*/, DecodeBackend& to, const Call& call) { return call(to); }
+
  private:
+  template <class F>
+  bool forward(CallKind kind, std::string& error, F f) {
+    DecodeBackend* to = target(error);
+    return to && around(kind, *to, Call(f));
+  }
+
   std::unique_ptr<DecodeBackend> owned_;
-  DecodeBackend* inner_;
+  DecodeBackend* inner_ = nullptr;
 };
 
 // The argument checks every backend makes before it touches memory, in one place so the

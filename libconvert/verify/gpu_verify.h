@@ -9,14 +9,17 @@
 //     (int32 accumulators and BF16 outputs) and stays within max_rel_l2 of the product with
 //     the original MXFP4 weights;
 //   checkpoint alone: FP8 pairs and INT8-shift experts, device against CPU;
-//   GGUF file: every tensor's ggml dequantization, device against CPU;
+//   GGUF file: every tensor's ggml dequantization, device against CPU (of the same bytes,
+//     or with --reference B.gguf of B's tensor of the same name, type and shape);
 //   expert pack (repack-experts): every blob part dequantized on the device equals the CPU
 //     dequantization of its source slice (the reference GGUF, else the part itself).
 //
 // Never vacuous: a run with no check at all (a BF16 checkpoint without --reference, a
-// GGUF or pack without tensors) is a VERIFY_NOTHING error, not a PASS; FP8 weights of a
-// checkpoint alone that cannot be paired with their scales are an error, not skipped. A
-// zero-element tensor is a check that passes trivially (0 elements).
+// GGUF or pack without tensors, or whose tensors all have zero elements) is a
+// VERIFY_NOTHING error, not a PASS; FP8 weights of a checkpoint alone that cannot be
+// paired with their scales are an error, not skipped. A check that compared no element
+// is not counted; every check names what it was compared with (verified_against), and
+// every failed check has a finding.
 //
 // Pipeline and memory: the work is cut into jobs (a tensor, an expert of a fused matrix, a
 // GGUF tensor or pack part), run by a oneTBB pipeline on all cores: each job preads its
@@ -71,6 +74,10 @@ struct VerifyCheck {
                        // int8_gemm, mxfp4_dequant, ggml_dequant
   std::string tensor;  // the output tensor (or pack part)
   std::string part;    // "expert 3", "blob layer 0 expert 5", "" for a whole tensor
+  // What the device's result (or OUT's bytes) was compared with: "CPU decode of FILE tensor
+  // T", "bytes of reference FILE tensor T", ...; "; by keyed digest" where a step passed on
+  // equal digests. A check that compared no element is not counted (run_jobs).
+  std::string verified_against;
   uint64_t elements = 0;
   bool ok = true;
   std::optional<double> rel_l2;  // int8_gemm: against the original weights

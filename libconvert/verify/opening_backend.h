@@ -28,7 +28,8 @@ struct BackendTraits {
   bool has_int8_digest = false;
 };
 
-class OpeningBackend final : public DecodeBackend {
+// Every call is forwarded by ForwardingBackend to target(): the opened backend.
+class OpeningBackend final : public ForwardingBackend {
  public:
   using Open = std::function<std::unique_ptr<DecodeBackend>(std::string& error)>;
   OpeningBackend(Open open, BackendTraits traits)
@@ -59,55 +60,12 @@ class OpeningBackend final : public DecodeBackend {
     return BackendState::failed;
   }
 
-  bool fp8_to_bf16(std::span<const uint8_t> w, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
-                   std::span<const uint8_t> scale, std::span<uint16_t> out, std::string& error) override {
-    DecodeBackend* b = inner(error);
-    return b && b->fp8_to_bf16(w, row_begin, g, kind, scale, out, error);
-  }
-  bool mxfp4_to_f32(std::span<const uint8_t> w, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
-                    std::span<float> out, std::string& error) override {
-    DecodeBackend* b = inner(error);
-    return b && b->mxfp4_to_f32(w, scale, rows, k, out, error);
-  }
-  bool decode_int8_shift(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
-                         std::span<int8_t> q, std::string& error) override {
-    DecodeBackend* b = inner(error);
-    return b && b->decode_int8_shift(tiles, shift2, p, q, error);
-  }
-  bool quantize_activations(std::span<const float> x, uint64_t m, uint64_t k, std::span<int8_t> a,
-                            std::span<float> a_scale, std::string& error) override {
-    DecodeBackend* b = inner(error);
-    return b && b->quantize_activations(x, m, k, a, a_scale, error);
-  }
-  bool int8_gemm(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const uint8_t> tiles,
-                 std::span<const uint8_t> shift2, std::span<const float> cs, uint64_t m, const RemapParams& p,
-                 std::span<int32_t> acc, std::span<uint16_t> out, std::string& error) override {
-    DecodeBackend* b = inner(error);
-    return b && b->int8_gemm(a, a_scale, tiles, shift2, cs, m, p, acc, out, error);
-  }
-  bool ggml_to_f32(int32_t type, std::span<const uint8_t> blocks, std::span<float> out, std::string& error) override {
-    DecodeBackend* b = inner(error);
-    return b && b->ggml_to_f32(type, blocks, out, error);
-  }
-  bool ggml_digest(int32_t type, std::span<const uint8_t> blocks, const DigestWeights& w, F32Digest& out,
-                   std::string& error) override {
-    DecodeBackend* b = inner(error);
-    return b && b->ggml_digest(type, blocks, w, out, error);
-  }
-  bool fp8_bf16_digest(std::span<const uint8_t> wr, uint64_t row_begin, const Fp8Grid& g, Fp8ScaleKind kind,
-                       std::span<const uint8_t> scale, const DigestWeights& w, F32Digest& out, std::string& error) override {
-    DecodeBackend* b = inner(error);
-    return b && b->fp8_bf16_digest(wr, row_begin, g, kind, scale, w, out, error);
-  }
-  bool mxfp4_bf16_digest(std::span<const uint8_t> wt, std::span<const uint8_t> scale, uint64_t rows, uint64_t k,
-                         const DigestWeights& w, F32Digest& out, std::string& error) override {
-    DecodeBackend* b = inner(error);
-    return b && b->mxfp4_bf16_digest(wt, scale, rows, k, w, out, error);
-  }
-  bool int8_shift_digest(std::span<const uint8_t> tiles, std::span<const uint8_t> shift2, const RemapParams& p,
-                         const DigestWeights& w, F32Digest& out, std::string& error) override {
-    DecodeBackend* b = inner(error);
-    return b && b->int8_shift_digest(tiles, shift2, p, w, out, error);
+ protected:
+  // The opened backend (waiting for the open), or nullptr with the open's reason.
+  DecodeBackend* target(std::string& error) override {
+    const Opened& o = wait();
+    if (!o.backend) error = "no usable GPU: " + o.error;
+    return o.backend.get();
   }
 
  private:
@@ -116,11 +74,6 @@ class OpeningBackend final : public DecodeBackend {
     std::string error;
   };
   const Opened& wait() const { return opened_.get(); }
-  DecodeBackend* inner(std::string& error) const {
-    const Opened& o = wait();
-    if (!o.backend) error = "no usable GPU: " + o.error;
-    return o.backend.get();
-  }
 
   BackendTraits traits_;
   std::shared_future<Opened> opened_;

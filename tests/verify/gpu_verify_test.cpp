@@ -2,6 +2,7 @@
 // fails naming the tensor and element, and a malformed pack is an error, not a crash.
 // Each case runs with the host emulation of the kernels and, where a GPU is present, with
 // the GPU backend.
+#include <algorithm>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <filesystem>
 
 #include "test_util.h"
+#include "core/ggml_types.h"
 #include "numerics/int8_shift.h"
 #include "verify/backend.h"
 #include "verify/gpu_verify.h"
@@ -269,6 +271,59 @@ TEST_P(GpuVerify, AChangedDenseTensorOfAPackFailsAgainstTheReference) {
   EXPECT_EQ(verify(pack, "").exit_code, 0);
 }
 
+// Swaps ne0 and ne1 of tensor `name` in a GGUF's header (its tensor info: name, n_dims,
+// dims); returns false when the tensor is not 2-D or the swap would cut its blocks.
+bool swap_gguf_dims(std::vector<uint8_t>& file, const std::string& name) {
+  std::vector<uint8_t> key(8 + name.size());
+  const uint64_t len = name.size();
+  std::memcpy(key.data(), &len, 8);
+  std::memcpy(key.data() + 8, name.data(), name.size());
+  const auto at = std::search(file.begin(), file.end(), key.begin(), key.end());
+  if (at == file.end()) return false;
+  const size_t dims = static_cast<size_t>(at - file.begin()) + key.size();
+  uint32_t n_dims = 0;
+  uint64_t ne[2];
+  std::memcpy(&n_dims, file.data() + dims, 4);
+  if (n_dims != 2) return false;
+  std::memcpy(ne, file.data() + dims + 4, 16);
+  int32_t type = 0;
+  std::memcpy(&type, file.data() + dims + 20, 4);
+  const GgmlTypeInfo* info = ggml_type_info(type);
+  if (ne[0] == ne[1] || !info || ne[1] % info->block_size) return false;
+  std::swap(ne[0], ne[1]);
+  std::memcpy(file.data() + dims + 4, ne, 16);
+  return true;
+}
+
+// A dense tensor of a pack whose dims were swapped and one value changed has no tensor of
+// the same name, type and shape in the reference: a VERIFY_UNMATCHED finding naming it,
+// never a decode of its own bytes against themselves (which passed).
+TEST_P(GpuVerify, APackDenseTensorWithoutASameShapeTensorInTheReferenceIsAFinding) {
+  const std::string pack = tmp_.str("pack"), source = fixture("ggml/qwen3next-tiny.gguf");
+  ASSERT_EQ(run_ckpt("repack-experts -q " + shell_quote(source) + " " + shell_quote(pack)).exit_code, 0);
+  auto bytes = test::read_file(pack + "/dense.gguf");
+  std::string name;
+  uint64_t at = 0;
+  {
+    const auto dense = test::load_model_checked(pack + "/dense.gguf");
+    ASSERT_TRUE(dense);
+    for (const auto& t : dense->view.tensors)
+      if (t.name.find("A_log") == std::string::npos && t.nbytes >= 64 && swap_gguf_dims(bytes, t.name)) {
+        name = t.name;
+        at = t.offset + t.nbytes / 2;
+        break;
+      }
+  }
+  ASSERT_FALSE(name.empty());
+  bytes[at] ^= 0x04;
+  test::write_file(pack + "/dense.gguf", bytes);
+  auto r = verify(pack, source);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("VERIFY_UNMATCHED " + pack + "/dense.gguf tensor " + name + ": "), std::string::npos)
+      << name << "\n" << r.out;
+  EXPECT_EQ(r.out.find("VERDICT: PASS"), std::string::npos) << r.out;
+}
+
 TEST_P(GpuVerify, RepackOfQwen3nextTinyPassesAndAFlippedBlobByteFails) {
   const std::string pack = tmp_.str("pack");
   auto rp = run_ckpt("repack-experts -q " + shell_quote(fixture("ggml/qwen3next-tiny.gguf")) + " " + shell_quote(pack));
@@ -348,7 +403,9 @@ TEST_P(GpuVerify, NothingVerifiableIsAnErrorNotAPass) {
   EXPECT_NE(none.out.find("VERIFY_NOTHING"), std::string::npos) << none.out;
 }
 
-TEST_P(GpuVerify, AZeroElementGgufTensorIsATriviallyPassingCheck) {
+// A zero-element tensor compares no byte: it is accepted (as every other command accepts
+// it) but is no check; the ordinary tensor beside it is the one check.
+TEST_P(GpuVerify, AZeroElementGgufTensorIsAcceptedButNotCountedAsACheck) {
   // ne [0, 4] (no element per row) and [4, 0] (no row) beside an ordinary tensor.
   const std::string path = tmp_.str("zero.gguf");
   test::write_file(path, make_f32_gguf({{"w", {8}, 0}, {"empty.rows", {0, 4}, 32}, {"empty.cols", {4, 0}, 32}},
@@ -356,7 +413,101 @@ TEST_P(GpuVerify, AZeroElementGgufTensorIsATriviallyPassingCheck) {
   ASSERT_EQ(run_ckpt("validate " + shell_quote(path)).exit_code, 0);  // as every other command accepts it
   auto r = verify(path, "");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("ggml_dequant              3 ok      0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ggml_dequant              1 ok      0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("VERDICT: PASS - 1 checks"), std::string::npos) << r.out;
+}
+
+// A GGUF whose every tensor has zero elements compared nothing: VERIFY_NOTHING (exit 1),
+// not "PASS - 2 checks".
+TEST_P(GpuVerify, AGgufOfOnlyZeroElementTensorsVerifiesNothingAndFails) {
+  const std::string path = tmp_.str("zero.gguf");
+  test::write_file(path, make_f32_gguf({{"empty.rows", {0, 4}, 0}, {"empty.cols", {4, 0}, 0}}, {}));
+  ASSERT_EQ(run_ckpt("validate " + shell_quote(path)).exit_code, 0);
+  auto r = verify(path, "", "--json " + shell_quote(tmp_.str("v.json")));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("ERROR VERIFY_NOTHING"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("VERDICT: FAIL - 0 checks"), std::string::npos) << r.out;
+  const std::string json = test::read_text(tmp_.str("v.json"));
+  EXPECT_NE(json.find("\"checks\":0,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"verdict\":\"fail\""), std::string::npos) << json;
+}
+
+// --reference B.gguf for a GGUF A: B is read and every tensor of A is compared with B's of
+// the same name, type and shape (a different value fails, naming the tensor); a tensor of
+// one without its counterpart in the other is a finding; a copy of A passes against it.
+TEST_P(GpuVerify, AGgufIsComparedTensorByTensorWithItsGgufReference) {
+  const std::string a = tmp_.str("a.gguf"), same = tmp_.str("same.gguf"), other = tmp_.str("other.gguf"),
+                    fewer = tmp_.str("fewer.gguf"), more = tmp_.str("more.gguf");
+  const std::vector<float> values{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  test::write_file(a, make_f32_gguf({{"w", {8}, 0}, {"v", {4}, 32}}, values));
+  test::write_file(same, make_f32_gguf({{"w", {8}, 0}, {"v", {4}, 32}}, values));
+  std::vector<float> changed = values;
+  changed[10] = 10.5f;  // v element 2
+  test::write_file(other, make_f32_gguf({{"w", {8}, 0}, {"v", {4}, 32}}, changed));
+  test::write_file(fewer, make_f32_gguf({{"w", {8}, 0}}, values));
+  std::vector<float> longer = values;
+  longer.resize(20, 1.0f);  // x at byte 64
+  test::write_file(more, make_f32_gguf({{"w", {8}, 0}, {"v", {4}, 32}, {"x", {4}, 64}}, longer));
+
+  auto r = verify(a, same, "--json " + shell_quote(tmp_.str("v.json")));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ggml_dequant              2 ok      0 failed"), std::string::npos) << r.out;
+  const std::string json = test::read_text(tmp_.str("v.json"));
+  EXPECT_NE(json.find("\"verified_against\":\"CPU decode of reference " + same + " tensor v"), std::string::npos) << json;
+
+  r = verify(a, other);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("VERIFY_MISMATCH " + a + " tensor v @"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("element 2 (F32 block at byte 8): device 10 [0x41200000] vs CPU dequant of the source 10.5"),
+            std::string::npos)
+      << r.out;
+
+  r = verify(a, fewer);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("VERIFY_UNMATCHED " + a + " tensor v: "), std::string::npos) << r.out;
+  r = verify(a, more);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("VERIFY_UNMATCHED " + a + " tensor x: the reference"), std::string::npos) << r.out;
+}
+
+// A reference that is not a GGUF file (a directory, a safetensors checkpoint) cannot be
+// compared with a GGUF: refused with VERIFY_REFERENCE, never "against DIR: PASS".
+TEST_P(GpuVerify, ADirectoryOrSafetensorsReferenceOfAGgufIsRefused) {
+  const std::string a = tmp_.str("a.gguf");
+  test::write_file(a, make_f32_gguf({{"w", {8}, 0}}, {0, 1, 2, 3, 4, 5, 6, 7}));
+  for (const std::string& reference : {tmp_.str(""), fixture("oracle/dsv4-tiny")}) {
+    auto r = verify(a, reference);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("ERROR VERIFY_REFERENCE"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("VERDICT: PASS"), std::string::npos) << r.out;
+  }
+}
+
+// Every check of the JSON report says what it was compared with.
+TEST_P(GpuVerify, EveryCheckOfTheJsonReportSaysWhatItWasVerifiedAgainst) {
+  const std::string out = convert("int8-shift");
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string in = fixture("oracle/dsv4-tiny");
+  struct Run {
+    std::string path, reference, against;
+  };
+  for (const Run& run : {Run{out, in, "\"verified_against\":\"CPU remap of reference " + in},
+                         Run{out, in, "\"verified_against\":\"bytes of reference " + in},
+                         Run{in, "", "\"verified_against\":\"CPU decode of " + in},
+                         Run{fixture("ggml/qwen3next-tiny.gguf"), "", "\"verified_against\":\"CPU decode of the same bytes ("}}) {
+    const std::string json_path = tmp_.str("v.json");
+    auto r = verify(run.path, run.reference, "--json " + shell_quote(json_path));
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const std::string json = test::read_text(json_path);
+    EXPECT_GT(count(json, "\"check\":\""), 0u) << json.substr(0, 400);
+    EXPECT_EQ(count(json, "\"check\":\""), count(json, "\"verified_against\":\"")) << json.substr(0, 400);
+    EXPECT_EQ(count(json, "\"verified_against\":\"\""), 0u);
+    EXPECT_NE(json.find(run.against), std::string::npos) << run.against << "\n" << json.substr(0, 800);
+  }
 }
 
 TEST_P(GpuVerify, AnFp8WeightWithoutItsScaleIsAnErrorNotSkipped) {
