@@ -47,7 +47,7 @@ bool Verifier::read(const MappedFile& f, uint64_t offset, std::span<uint8_t> buf
   const bool ok = f.read_at(offset, buf, err);
   r_.stages.read += lap.next();
   if (ok) return true;
-  r_.findings.error("IO_READ", err.path, c ? c->tensor : "", offset, err.message);
+  r_.findings.error("IO_READ", err.path, "", offset, err.message);
   if (c) c->ok = false;  // the IO_READ finding above names it
   return false;
 }

@@ -421,7 +421,9 @@ TEST_P(GpuVerify, AZeroElementGgufTensorIsAcceptedButNotCountedAsACheck) {
 // not "PASS - 2 checks".
 TEST_P(GpuVerify, AGgufOfOnlyZeroElementTensorsVerifiesNothingAndFails) {
   const std::string path = tmp_.str("zero.gguf");
-  test::write_file(path, make_f32_gguf({{"empty.rows", {0, 4}, 0}, {"empty.cols", {4, 0}, 0}}, {}));
+  const auto bytes = make_f32_gguf({{"empty.rows", {0, 4}, 0}, {"empty.cols", {4, 0}, 0}}, {});
+  test::dump_fuzz_seed("gguf_header", "verify-all-zero-element-tensors", bytes);
+  test::write_file(path, bytes);
   ASSERT_EQ(run_ckpt("validate " + shell_quote(path)).exit_code, 0);
   auto r = verify(path, "", "--json " + shell_quote(tmp_.str("v.json")));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
