@@ -311,7 +311,7 @@ class CheckpointVerifier : public Verifier {
     const ModelTensor& scale = in.view.tensors[pt.scale];
     const std::string source = path_of(in, src) + " tensor " + src.name + " (scales " + scale.name + ")";
     VerifyCheck& c = add_check("fp8_dequant", tensor, "", src.nbytes,
-                               out ? "device decode of reference " + source + " against the converted bytes"
+                               out ? "device decode of reference " + source
                                    : "CPU decode of " + source);
     std::vector<uint8_t> grid(scale.nbytes);
     if (!read(file_of(in, scale), scale.offset, grid, &c)) return;
@@ -391,7 +391,7 @@ class CheckpointVerifier : public Verifier {
     const std::string file = dst ? out->view.file_of(*dst) : in.view.file_of(w);
     const std::string source = path_of(in, w) + " tensor " + w.name + " (scales " + s.name + ")";
     VerifyCheck& c = add_check("mxfp4_dequant", named.name, "", rows * k,
-                               dst ? "device decode of reference " + source + " against the converted bytes"
+                               dst ? "device decode of reference " + source
                                    : "CPU decode of " + source);
     if (rows == 0 || k == 0 || k % 32 || w.nbytes != rows * k / 2 || s.nbytes != rows * k / 32 ||
         (dst && dst->nbytes != rows * k * 2)) {
