@@ -12,7 +12,9 @@
 //   GGUF file: every tensor's ggml dequantization, device against CPU (of the same bytes,
 //     or with --reference B.gguf of B's tensor of the same name, type and shape);
 //   expert pack (repack-experts): every blob part dequantized on the device equals the CPU
-//     dequantization of its source slice (the reference GGUF, else the part itself).
+//     dequantization of its source slice (the reference GGUF, else the part itself), and
+//     every dense.gguf tensor that of the reference's tensor of the same name, type and
+//     shape (one without is VERIFY_UNMATCHED; else, without a reference, its own bytes).
 //
 // Never vacuous: a run with no check at all (a BF16 checkpoint without --reference, a
 // GGUF or pack without tensors, or whose tensors all have zero elements) is a
