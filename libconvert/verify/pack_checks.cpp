@@ -38,8 +38,13 @@ struct PackPlan {
       return false;
     }
     Findings df;
-    have_dense = load_model((fs::path(dir) / m.dense_name).string(), StReadOptions{}, dense, df) && !df.has_errors() &&
-                 dense.format == ModelFormat::gguf;
+    const std::string dense_path = (fs::path(dir) / m.dense_name).string();
+    have_dense = load_model(dense_path, StReadOptions{}, dense, df) && !df.has_errors() && dense.format == ModelFormat::gguf;
+    if (!have_dense) {  // its tensors would go unverified: say so, never a silent pass
+      findings.append(df);
+      findings.error("VERIFY_INPUT", dense_path, "", std::nullopt,
+                     "the pack's dense GGUF does not read cleanly: its tensors are not verified");
+    }
     for (const auto& b : m.blobs) {
       for (const auto& p : b.parts) {
         // validate_expert_pack has range-checked every part against experts.bin and the source.
