@@ -136,8 +136,8 @@ std::string json_string_literal(std::string_view s, JsonText text) {
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
-      case '\\':  // one that would read as a byte escape is itself escaped: \x5c
-        out += byte_escape_at(s, i) ? "\\\\x5c" : "\\\\";
+      case '\\':  // in safe text one that would read as a byte escape is itself escaped: \x5c
+        out += text == JsonText::safe && byte_escape_at(s, i) ? "\\\\x5c" : "\\\\";
         break;
       default:
         if (c.cp < 0x20 || (text == JsonText::safe && (c.cp == 0x7F || is_c1(c.cp) || is_hidden_format_char(c.cp))))

@@ -24,19 +24,21 @@ std::string display_escape(std::string_view s);
 // True for the code points display_escape writes as \u escapes (see above).
 bool is_hidden_format_char(char32_t cp);
 
-// How json_string_literal writes valid UTF-8: `exact` keeps every character but the ones
-// JSON must escape ('"', '\\', C0), the layout of Python's json.dumps(ensure_ascii=False)
-// (config rewrites, the records the whole-model hash is computed over); `safe` also writes
-// DEL, C1 controls and the is_hidden_format_char set as \uXXXX escapes, so that JSON
-// printed to a terminal cannot reorder or hide text (the parsed value is the same).
+// How json_string_literal writes a string. `safe` (reports, hash manifests: JSON that
+// ckptkit reads back or a terminal shows) writes DEL, C1 controls and the
+// is_hidden_format_char set as \uXXXX escapes, so printed JSON cannot reorder or hide text
+// (the parsed value is the same), and makes the byte escape below reversible. `exact`
+// (files other tools read: a rewritten config.json, safetensors headers, the index; the
+// records the whole-model hash is computed over) writes valid UTF-8 exactly as Python's
+// json.dumps(ensure_ascii=False) does, escaping only '"', '\\' and C0.
 enum class JsonText { exact, safe };
 
-// The one JSON string literal (with its quotes) every JSON writer uses. A byte that is not
-// part of valid UTF-8 cannot be held by a JSON string: it is written as the four
-// characters \xHH (lowercase hex; as JSON text "\\xff"), and a backslash that is followed
-// in the input by 'x' and two lowercase hex digits is written \x5c, so the escape is
-// reversible (json_unescape_bytes) and the output is always valid UTF-8 JSON. Strings
-// that are valid UTF-8 without such a backslash are unchanged (docs/formats.md).
+// The one JSON string literal (with its quotes) every JSON writer uses; the output is always
+// valid UTF-8 JSON. A byte that is not part of valid UTF-8 cannot be held by a JSON
+// string: it is written as the four characters \xHH (lowercase hex; as JSON text
+// "\\xff"). In safe text a backslash that is followed in the input by 'x' and two lowercase
+// hex digits is written \x5c, so the escape is reversible (json_unescape_bytes gives the
+// exact bytes back); valid UTF-8 without such a backslash is unchanged (docs/formats.md).
 std::string json_string_literal(std::string_view s, JsonText text = JsonText::safe);
 
 // The inverse of json_string_literal's byte escape on a parsed JSON string: every \xHH

@@ -132,7 +132,8 @@ bool open_pack(const std::string& dir, HashSource& out, Findings& f) {
           *type_id >= static_cast<uint64_t>(kGgmlTypeCount))
         return bad(pw + ": tensor/offset/size/type_id/ne missing or out of range");
       ModelTensor t;
-      t.name = *tensor + "#" + std::to_string(*expert);
+      // The pack's JSON writer escaped bytes that are not UTF-8 reversibly (core/display.h).
+      t.name = json_unescape_bytes(*tensor) + "#" + std::to_string(*expert);
       t.ggml_type = static_cast<int32_t>(*type_id);
       t.type = ggml_type_name(t.ggml_type);
       for (int64_t d : *ne) {

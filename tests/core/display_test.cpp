@@ -61,6 +61,7 @@ TEST(JsonWriterEscape, BytesThatAreNotUtf8GiveValidJsonThatReadsBackToTheSameByt
   EXPECT_EQ(json_string_literal("h\u00e9 \\n"), "\"h\u00e9 \\\\n\"");
   EXPECT_EQ(json_string_literal("\u202E", JsonText::safe), "\"\\u202e\"");
   EXPECT_EQ(json_string_literal("\u202E", JsonText::exact), "\"\u202E\"");
+  EXPECT_EQ(json_string_literal("\\x41\xff", JsonText::exact), "\"\\\\x41\\\\xff\"");  // valid text as Python writes it
 }
 
 TEST(Display, FindingLineHasTheOneFormat) {
