@@ -12,6 +12,7 @@
 #include "core/checked_math.h"
 #include "core/display.h"
 #include "core/build_info.h"
+#include "formats/gguf_writer.h"
 #include "formats/json.h"
 #include "model/value_codec.h"
 #include "hashman/manifest.h"
@@ -151,6 +152,59 @@ void value_json(JsonWriter& w, float v) {
     w.value(num(v));
 }
 
+// True when the byte ranges [a0, a1) of `fa` and [b0, b1) of `fb` hold the same bytes.
+bool same_bytes(const MappedFile& fa, uint64_t a0, uint64_t a1, const MappedFile& fb, uint64_t b0, uint64_t b1,
+                std::string& io_error) {
+  if (a1 - a0 != b1 - b0) return false;
+  std::vector<uint8_t> x(std::min<uint64_t>(kDiffStepBytes, a1 - a0)), y(x.size());
+  for (uint64_t done = 0; done < a1 - a0;) {
+    const uint64_t n = std::min<uint64_t>(x.size(), a1 - a0 - done);
+    IoError err;
+    if (!fa.read_at(a0 + done, std::span<uint8_t>(x.data(), n), err) ||
+        !fb.read_at(b0 + done, std::span<uint8_t>(y.data(), n), err)) {
+      io_error = err.path + ": " + err.message;
+      return false;
+    }
+    if (std::memcmp(x.data(), y.data(), n) != 0) return false;
+    done += n;
+  }
+  return true;
+}
+
+// The GGUF key-values of both sides, key by key: each KV's bytes (key, type, value; arrays
+// element by element) are compared, so a changed tokenizer.chat_template or vocab is found.
+void diff_gguf_metadata(const LoadedModel& ma, const LoadedModel& mb, DiffReport& r) {
+  if (!ma.gguf || !mb.gguf) return;
+  const GgufFile& ga = *ma.gguf;
+  const GgufFile& gb = *mb.gguf;
+  std::vector<MetadataDiff> all;
+  for (const GgufKV& kv : ga.kvs) {
+    const GgufKV* other = gb.find_kv(kv.key);
+    if (!other) {
+      all.push_back({kv.key, "only_in_a", kv.display(), ""});
+      continue;
+    }
+    ++r.metadata_compared;
+    uint64_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+    std::string io_error;
+    if (!gguf_kv_byte_range(ma.gguf_file, kv, a0, a1) || !gguf_kv_byte_range(mb.gguf_file, *other, b0, b1)) {
+      r.findings.error("IO_READ", ma.path, "", kv.offset, "the value of key '" + kv.key + "' runs past the end of its file");
+      continue;
+    }
+    if (same_bytes(ma.gguf_file, a0, a1, mb.gguf_file, b0, b1, io_error)) continue;
+    if (!io_error.empty()) {
+      r.findings.error("IO_READ", ma.path, "", kv.offset, "read failed: " + io_error);
+      continue;
+    }
+    all.push_back({kv.key, "value", kv.display(), other->display()});
+  }
+  for (const GgufKV& kv : gb.kvs)
+    if (!ga.find_kv(kv.key)) all.push_back({kv.key, "only_in_b", "", kv.display()});
+  std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.key < y.key; });
+  r.metadata_differing = all.size();
+  r.metadata = std::move(all);
+}
+
 }  // namespace
 
 DiffReport diff_models(const std::string& pa, const std::string& pb, const DiffOptions& o) {
@@ -242,6 +296,11 @@ DiffReport diff_models(const std::string& pa, const std::string& pb, const DiffO
     all.push_back(std::move(d));
     ++r.differing;
   }
+  diff_gguf_metadata(*a.src.model, *b.src.model, r);
+  if (r.metadata.size() > o.max_reported) {
+    r.metadata.resize(o.max_reported);
+    r.truncated = true;
+  }
   std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
   if (all.size() > o.max_reported) {
     all.resize(o.max_reported);
@@ -250,7 +309,7 @@ DiffReport diff_models(const std::string& pa, const std::string& pb, const DiffO
   r.diffs = std::move(all);
   if (r.findings.has_io_errors())
     r.status = DiffStatus::io_error;
-  else if (r.differing || r.only_in_a || r.only_in_b || r.changed_type_or_shape)
+  else if (r.differing || r.only_in_a || r.only_in_b || r.changed_type_or_shape || r.metadata_differing)
     r.status = DiffStatus::different;
   return r;
 }
@@ -278,11 +337,20 @@ std::string diff_report_text(const DiffReport& r) {
       out += "\n";
     }
   }
+  for (const auto& m : r.metadata) {
+    out += "key " + display_escape(m.key) + ": ";
+    if (m.kind == "only_in_a") out += "only in A (" + display_escape(m.value_a) + ")\n";
+    else if (m.kind == "only_in_b") out += "only in B (" + display_escape(m.value_b) + ")\n";
+    else out += "value differs: A " + display_escape(m.value_a) + ", B " + display_escape(m.value_b) + "\n";
+  }
   if (r.truncated) out += "... (more differences; raise --max)\n";
   out += (r.status == DiffStatus::same ? "SAME: " : "DIFFERENT: ") + std::to_string(r.compared) +
          " tensors compared, " + std::to_string(r.identical) + " identical, " + std::to_string(r.differing) +
          " with different values, " + std::to_string(r.changed_type_or_shape) + " with a different type or shape, " +
-         std::to_string(r.only_in_a) + " only in A, " + std::to_string(r.only_in_b) + " only in B\n";
+         std::to_string(r.only_in_a) + " only in A, " + std::to_string(r.only_in_b) + " only in B";
+  if (r.metadata_compared || r.metadata_differing)
+    out += "; " + std::to_string(r.metadata_differing) + " of the GGUF key-values differ";
+  out += "\n";
   return out;
 }
 
@@ -297,7 +365,16 @@ std::string diff_report_json(const DiffReport& r) {
   w.key("identical").value(r.identical).key("differing").value(r.differing);
   w.key("changed_type_or_shape").value(r.changed_type_or_shape);
   w.key("only_in_a").value(r.only_in_a).key("only_in_b").value(r.only_in_b).key("truncated").value(r.truncated);
+  w.key("metadata_compared").value(r.metadata_compared).key("metadata_differing").value(r.metadata_differing);
   w.end_object();
+  w.key("metadata").begin_array();
+  for (const auto& m : r.metadata) {
+    w.begin_object().key("key").value(m.key).key("kind").value(m.kind);
+    if (m.kind != "only_in_b") w.key("value_a").value(m.value_a);
+    if (m.kind != "only_in_a") w.key("value_b").value(m.value_b);
+    w.end_object();
+  }
+  w.end_array();
   w.key("tensors").begin_array();
   for (const auto& d : r.diffs) {
     w.begin_object().key("name").value(d.name).key("kind").value(d.kind);

@@ -10,6 +10,10 @@
 // +0 gives 0). A differing element where either value is NaN or infinite counts in
 // nonfinite_mismatches and not in the maxima. Types without an f32 form are compared per
 // unit of bytes and report no values. Both tensors stream through bounded buffers.
+//
+// Two GGUF files (or the dense.gguf of two expert packs) are also compared key-value by
+// key-value: a key only in A or only in B, or whose type or value bytes differ, is a
+// MetadataDiff naming the key, and makes the models DIFFERENT.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +41,12 @@ struct TensorDiff {
   std::string note;            // e.g. why there are no values
 };
 
+struct MetadataDiff {
+  std::string key;
+  std::string kind;              // "only_in_a", "only_in_b", "value"
+  std::string value_a, value_b;  // short display (GgufKV::display), "" on the side without the key
+};
+
 struct DiffOptions {
   uint64_t max_reported = 50;  // --max N: tensors listed in the report (counts cover all)
 };
@@ -54,6 +64,9 @@ struct DiffReport {
   uint64_t tensors_a = 0, tensors_b = 0, compared = 0, identical = 0;
   uint64_t differing = 0, only_in_a = 0, only_in_b = 0, changed_type_or_shape = 0;
   std::vector<TensorDiff> diffs;  // sorted by name, at most max_reported
+  uint64_t metadata_compared = 0;  // GGUF keys present on both sides
+  uint64_t metadata_differing = 0;  // keys only on one side or with another value
+  std::vector<MetadataDiff> metadata;  // sorted by key, at most max_reported
   bool truncated = false;
   Findings findings;
 };

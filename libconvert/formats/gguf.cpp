@@ -661,20 +661,23 @@ std::string gguf_value_type_name(int32_t type) {
 
 namespace {
 
-// Printable ASCII kept, everything else as \xNN, cut at max_chars with "...".
+// The string quoted and cut at max_chars (on a UTF-8 character boundary) with "...". Its
+// bytes are kept: the output escapes them (display_escape for human output,
+// json_string_literal for JSON, core/display.h), so they are escaped once, not twice.
 std::string quote_for_display(const std::string& s, size_t max_chars) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (out.size() + 5 > max_chars) return out + "...";
-    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
+  // Appended piece by piece: `"\"" + <temporary>` trips GCC 12's -Wrestrict false
+  // positive at -O3 (GCC bug 105329).
+  std::string out(1, '"');
+  if (s.size() + 2 <= max_chars) {
+    out += s;
+    out += '"';
+    return out;
   }
-  return out + "\"";
+  size_t cut = max_chars > 5 ? max_chars - 5 : 0;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  out.append(s, 0, cut);
+  out += "...";
+  return out;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "formats/json_pretty.h"
 
-#include "formats/json.h"
+#include "core/display.h"
 
 #include <charconv>
 #include <cmath>
@@ -61,7 +61,7 @@ std::string json_python_float(double x) {
   return sign + layout_like_python(digits, decpt);
 }
 
-std::string json_python_quote(std::string_view s) { return json_quote(s); }
+std::string json_python_quote(std::string_view s) { return json_string_literal(s, JsonText::exact); }
 
 void JsonPrettyWriter::newline_indent() {
   out_ += '\n';

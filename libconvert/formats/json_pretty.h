@@ -25,7 +25,9 @@ std::string json_pretty(simdjson::dom::element e, int indent = 2);
 std::string json_python_float(double x);
 
 // A string literal escaped like json.dumps(ensure_ascii=False): only '"', '\\' and
-// control characters below 0x20 are escaped (\b \f \n \r \t short, the rest \u00xx).
+// control characters below 0x20 are escaped (\b \f \n \r \t short, the rest \u00xx);
+// bytes that are not UTF-8 (which Python's str cannot hold) get the one reversible byte
+// escape of core/display.h json_string_literal (JsonText::exact).
 std::string json_python_quote(std::string_view s);
 
 // Streaming writer with the same layout, for building edited documents: walk the parsed

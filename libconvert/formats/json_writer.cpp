@@ -4,7 +4,6 @@
 #include <cstdio>
 
 #include "core/findings.h"
-#include "formats/json.h"
 
 namespace ckpt {
 
@@ -47,7 +46,7 @@ JsonWriter& JsonWriter::end_array() {
 
 JsonWriter& JsonWriter::key(std::string_view k) {
   before_value();
-  out_ += json_quote(k);
+  out_ += json_string_literal(k, text_);
   out_ += ':';
   after_key_ = true;
   return *this;
@@ -55,7 +54,7 @@ JsonWriter& JsonWriter::key(std::string_view k) {
 
 JsonWriter& JsonWriter::value(std::string_view s) {
   before_value();
-  out_ += json_quote(s);
+  out_ += json_string_literal(s, text_);
   return *this;
 }
 

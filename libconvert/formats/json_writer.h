@@ -1,5 +1,6 @@
-// A small streaming JSON writer for reports and manifests: commas, escaping and
-// nesting handled in one place. Output is compact and deterministic.
+// A small streaming JSON writer for reports and manifests: commas and nesting handled in
+// one place, strings through the one JSON escape (core/display.h json_string_literal: any
+// bytes give valid UTF-8 JSON). Output is compact and deterministic.
 #pragma once
 
 #include <cstdint>
@@ -7,12 +8,17 @@
 #include <string_view>
 #include <vector>
 
+#include "core/display.h"
+
 namespace ckpt {
 
 class Findings;
 
 class JsonWriter {
  public:
+  // `safe` for reports and manifests; `exact` where the bytes must stay those of the
+  // string (records a hash is computed over).
+  explicit JsonWriter(JsonText text = JsonText::safe) : text_(text) {}
   JsonWriter& begin_object();
   JsonWriter& end_object();
   JsonWriter& begin_array();
@@ -33,6 +39,7 @@ class JsonWriter {
 
  private:
   void before_value();
+  JsonText text_;
   std::string out_;
   std::vector<bool> has_items_;  // per open container
   bool after_key_ = false;

@@ -38,6 +38,15 @@ CheckLine compare_file(const ManifestFile& e, const ManifestFile* a) {
   if (!a) return {e.name, false, kUnreadable};
   if (e.size != a->size) return {e.name, false, "size " + std::to_string(e.size) + " -> " + std::to_string(a->size)};
   if (!hashes_equal(e.xxh3, a->xxh3) || !hashes_equal(e.sha256, a->sha256)) return {e.name, false, ""};
+  // Without file hashes the header (a GGUF's key-values, a safetensors header's
+  // __metadata__) is covered by its own hash; a manifest written before it was has none.
+  if (e.has_header) {
+    if (!a->has_header || e.header_bytes != a->header_bytes)
+      return {e.name, false, "header size " + std::to_string(e.header_bytes) + " -> " +
+                                 (a->has_header ? std::to_string(a->header_bytes) : std::string("none"))};
+    if (!hashes_equal(e.header_xxh3, a->header_xxh3) || !hashes_equal(e.header_sha256, a->header_sha256))
+      return {e.name, false, "header: metadata or tensor index"};
+  }
   return {e.name, true, ""};
 }
 

@@ -16,6 +16,7 @@
 #include <tbb/task_arena.h>
 
 #include "core/checked_math.h"
+#include "core/display.h"
 #include "core/ggml_types.h"
 #include "formats/json.h"
 #include "formats/model_files.h"
@@ -131,7 +132,8 @@ bool open_pack(const std::string& dir, HashSource& out, Findings& f) {
           *type_id >= static_cast<uint64_t>(kGgmlTypeCount))
         return bad(pw + ": tensor/offset/size/type_id/ne missing or out of range");
       ModelTensor t;
-      t.name = *tensor + "#" + std::to_string(*expert);
+      // The pack's JSON writer escaped bytes that are not UTF-8 reversibly (core/display.h).
+      t.name = json_unescape_bytes(*tensor) + "#" + std::to_string(*expert);
       t.ggml_type = static_cast<int32_t>(*type_id);
       t.type = ggml_type_name(t.ggml_type);
       for (int64_t d : *ne) {
@@ -304,8 +306,27 @@ void hash_file(const MappedFile& mf, const ModelView& view, const std::vector<ui
   file.finish(fout.xxh3, fout.sha256);
 }
 
+// `exact`: the record bytes of valid UTF-8 names are what they always were, so model hashes
+// of earlier manifests still check.
+// Bytes [0, end) of a file, for the header hash of a file whose tensors are hashed alone.
+bool hash_header(const MappedFile& mf, uint64_t end, const HashAlgos& algos, ManifestFile& out, std::string& error) {
+  Hashers h;
+  h.start(algos);
+  for (uint64_t done = 0; done < end;) {
+    const uint64_t n = std::min(kStepBytes, end - done);
+    std::span<const uint8_t> bytes;
+    if (!read_step(mf, done, n, bytes, error)) return false;
+    h.update(bytes);
+    done += n;
+  }
+  h.finish(out.header_xxh3, out.header_sha256);
+  out.has_header = true;
+  out.header_bytes = end;
+  return true;
+}
+
 void append_record(std::string& out, const ManifestTensor& t, const std::string& hash) {
-  JsonWriter w;
+  JsonWriter w(JsonText::exact);
   w.begin_object().key("name").value(t.name).key("type").value(t.type).key("shape").begin_array();
   for (uint64_t d : t.shape) w.value(d);
   w.end_array().key("bytes").value(t.bytes).key("hash").value(hash).end_object();
@@ -450,14 +471,26 @@ bool build_hash_manifest(const HashSource& src, const HashOptions& o, HashManife
     for (size_t f = 0; f < view.files.size(); ++f)
       if (hash_whole(f)) whole.push_back(f);
     const size_t nfiles = whole.size();
+    // Files whose tensors are hashed alone: their header up to the first payload, one task each.
+    std::vector<size_t> headed;
+    for (size_t f = 0; f < view.files.size(); ++f)
+      if (!hash_whole(f) && maps[f]) headed.push_back(f);
+    const size_t nheads = headed.size();
     const std::vector<uint32_t> none;
     std::vector<std::string> tensor_errors(all.size());
-    tbb::parallel_for(size_t{0}, nfiles + all.size(), [&](size_t k) {
+    tbb::parallel_for(size_t{0}, nfiles + nheads + all.size(), [&](size_t k) {
       if (k < nfiles) {
         const size_t f = whole[k];
         if (maps[f]) hash_file(*maps[f], view, none, o, tensors, files[f], errors[f], overlapping[f]);
         return;
       }
+      if (k < nfiles + nheads) {
+        const size_t f = headed[k - nfiles];
+        const uint64_t end = tensors_of[f].empty() ? maps[f]->size() : view.tensors[tensors_of[f].front()].offset;
+        hash_header(*maps[f], end, o.algos, files[f], errors[f]);
+        return;
+      }
+      k -= nheads;
       const uint32_t i = all[k - nfiles];
       hash_tensor_alone(*maps[view.tensors[i].file], view.tensors[i], o, tensors[i], tensor_errors[k - nfiles]);
     }, tbb::simple_partitioner());
@@ -499,10 +532,10 @@ void hash_members(JsonWriter& w, const std::string& x, const std::string& s) {
 std::string hash_manifest_json(const HashManifest& m) {
   std::string out = "{\n";
   auto line = [&](const std::string& key, const std::string& json, bool comma = true) {
-    out += "  " + json_quote(key) + ": " + json + (comma ? ",\n" : "\n");
+    out += "  " + json_string_literal(key) + ": " + json + (comma ? ",\n" : "\n");
   };
-  line("schema", json_quote(kHashManifestSchema));
-  line("format", json_quote(m.format));
+  line("schema", json_string_literal(kHashManifestSchema));
+  line("format", json_string_literal(m.format));
   {
     JsonWriter w;
     w.begin_array();
@@ -528,6 +561,11 @@ std::string hash_manifest_json(const HashManifest& m) {
     JsonWriter w;
     w.begin_object().key("name").value(f.name).key("size").value(f.size);
     hash_members(w, f.xxh3, f.sha256);
+    if (f.has_header) {
+      w.key("header_bytes").value(f.header_bytes);
+      if (!f.header_xxh3.empty()) w.key("header_xxh3").value(f.header_xxh3);
+      if (!f.header_sha256.empty()) w.key("header_sha256").value(f.header_sha256);
+    }
     w.end_object();
     out += (i ? ",\n    " : "\n    ") + w.str();
   }
@@ -554,6 +592,9 @@ std::string hash_manifest_json(const HashManifest& m) {
 // ---------------------------------------------------------------- JSON in
 
 namespace {
+
+// A name of kMaxManifestNameBytes bytes, each written as the 4-character \xHH escape.
+constexpr uint64_t kMaxEscapedNameBytes = 4 * kMaxManifestNameBytes;
 
 // Strict reader: every member typed and bounded, unknown members rejected, each
 // problem a HASHMAN_FIELD finding naming its JSON path.
@@ -621,9 +662,20 @@ class ManifestParser {
 };
 
 bool ManifestParser::read_file(simdjson::dom::element e, const std::string& path, ManifestFile& f) {
-  if (!only_keys(e, path, {"name", "size", "xxh3", "sha256"})) return false;
-  bool ok = all_of({str(e, path, "name", f.name, true), u64(e, path, "size", f.size), hashes(e, path, f.xxh3, f.sha256)});
+  if (!only_keys(e, path, {"name", "size", "xxh3", "sha256", "header_bytes", "header_xxh3", "header_sha256"}))
+    return false;
+  bool ok = all_of({str(e, path, "name", f.name, true, kMaxEscapedNameBytes), u64(e, path, "size", f.size),
+                    hashes(e, path, f.xxh3, f.sha256),
+                    hex(e, path, "header_xxh3", 16, f.header_xxh3), hex(e, path, "header_sha256", 64, f.header_sha256)});
+  f.has_header = json_get(e, "header_bytes").has_value();
+  if (ok && f.has_header) ok = u64(e, path, "header_bytes", f.header_bytes);
+  if (ok && f.has_header && f.header_bytes > f.size) ok = bad(path + ".header_bytes", "is larger than size");
+  if (ok && !f.has_header && (!f.header_xxh3.empty() || !f.header_sha256.empty()))
+    ok = bad(path, "has header hashes but no header_bytes");
   if (ok && f.name.empty()) ok = bad(path + ".name", "is empty");
+  f.name = json_unescape_bytes(f.name);  // the bytes hash_manifest_json wrote (core/display.h)
+  if (ok && f.name.size() > kMaxManifestNameBytes)
+    ok = bad(path + ".name", "is longer than " + std::to_string(kMaxManifestNameBytes) + " bytes");
   return ok;
 }
 
@@ -637,6 +689,8 @@ bool ManifestParser::check_file_hashes(const HashManifest& m) {
     const bool hashed = m.file_hashes || !tensor_files.count(f.name);
     if (!require_algos("$.files[" + std::to_string(i) + "]", f.xxh3, f.sha256, hashed ? m.algos : HashAlgos{false, false}))
       return false;
+    if (f.has_header && !require_algos("$.files[" + std::to_string(i) + "].header", f.header_xxh3, f.header_sha256, m.algos))
+      return false;
   }
   return true;
 }
@@ -646,8 +700,8 @@ bool ManifestParser::read_tensor(simdjson::dom::element e, const std::string& pa
   if (!only_keys(e, path, {"name", "type", "shape", "bytes", "file", "xxh3", "sha256", "f32_xxh3", "f32_sha256",
                            "f32_unsupported"}))
     return false;
-  bool ok = all_of({str(e, path, "name", t.name, true), str(e, path, "type", t.type, true, 64),
-                    str(e, path, "file", t.file, true), u64(e, path, "bytes", t.bytes), hashes(e, path, t.xxh3, t.sha256),
+  bool ok = all_of({str(e, path, "name", t.name, true, kMaxEscapedNameBytes), str(e, path, "type", t.type, true, 64),
+                    str(e, path, "file", t.file, true, kMaxEscapedNameBytes), u64(e, path, "bytes", t.bytes), hashes(e, path, t.xxh3, t.sha256),
                     hex(e, path, "f32_xxh3", 16, t.f32_xxh3), hex(e, path, "f32_sha256", 64, t.f32_sha256),
                     str(e, path, "f32_unsupported", t.f32_unsupported, false)});
   auto shape = json_get(e, "shape");
@@ -668,6 +722,10 @@ bool ManifestParser::read_tensor(simdjson::dom::element e, const std::string& pa
   }
   if (!ok) return false;
   if (t.name.empty()) return bad(path + ".name", "is empty");
+  t.name = json_unescape_bytes(t.name);  // the bytes hash_manifest_json wrote (core/display.h)
+  t.file = json_unescape_bytes(t.file);
+  if (t.name.size() > kMaxManifestNameBytes || t.file.size() > kMaxManifestNameBytes)
+    return bad(path, "has a name or file longer than " + std::to_string(kMaxManifestNameBytes) + " bytes");
   if (!require_algos(path, t.xxh3, t.sha256, m.algos)) return false;
   if (!m.dequant && (!t.f32_xxh3.empty() || !t.f32_sha256.empty() || !t.f32_unsupported.empty()))
     return bad(path, "has f32 members but dequant is false");

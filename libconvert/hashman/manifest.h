@@ -65,6 +65,12 @@ struct ManifestFile {
   std::string name;
   uint64_t size = 0;
   std::string xxh3, sha256;
+  // Without file hashes, a file holding tensors carries the hash of its header instead:
+  // the bytes before its first tensor payload (a GGUF's key-values and tensor infos, a
+  // safetensors file's JSON header with __metadata__), which no tensor hash covers.
+  bool has_header = false;
+  uint64_t header_bytes = 0;
+  std::string header_xxh3, header_sha256;
 };
 
 struct HashManifest {
@@ -83,7 +89,8 @@ struct HashOptions {
   bool dequant = false;
   // false: no per-file hashes for the files holding tensors; every tensor is then read on
   // its own, all in parallel (one SHA-256 pass over the payload instead of two with --algo
-  // sha256). Files without tensors are always hashed whole: nothing else covers them.
+  // sha256), and each such file's header (ManifestFile::header_*) is hashed on its own.
+  // Files without tensors are always hashed whole: nothing else covers them.
   bool file_hashes = true;
   std::function<void(uint64_t bytes)> on_progress;  // bytes just read (any thread)
 };

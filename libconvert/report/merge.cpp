@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/display.h"
 #include "formats/json.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
@@ -23,6 +24,15 @@ std::optional<Severity> severity_of(std::string_view s) {
   return std::nullopt;
 }
 
+// A string member of a part report, as the bytes its writer was given: JsonWriter wrote
+// bytes that are not UTF-8 with the reversible escape of core/display.h, which is undone
+// here so the merged report does not escape them twice.
+std::optional<std::string> report_string(simdjson::dom::element obj, std::string_view key) {
+  auto s = json_string(obj, key);
+  if (!s) return std::nullopt;
+  return json_unescape_bytes(*s);
+}
+
 bool bool_of(simdjson::dom::element obj, std::string_view key) {
   auto v = json_get(obj, key);
   bool b = false;
@@ -39,11 +49,11 @@ bool parse_files(simdjson::dom::element root, ValidationReport& r) {
   if (!v || v->get_array().get(arr)) return false;
   for (auto e : arr) {
     FileReport f;
-    f.name = json_string(e, "name").value_or("");
+    f.name = report_string(e, "name").value_or("");
     f.size = u64_of(e, "size");
-    f.sha256 = json_string(e, "sha256").value_or("");
-    f.expected_sha256 = json_string(e, "expected_sha256").value_or("");
-    f.hub_status = json_string(e, "hub_status").value_or("");
+    f.sha256 = report_string(e, "sha256").value_or("");
+    f.expected_sha256 = report_string(e, "expected_sha256").value_or("");
+    f.hub_status = report_string(e, "hub_status").value_or("");
     r.files.push_back(std::move(f));
   }
   return true;
@@ -55,15 +65,15 @@ bool parse_tensors(simdjson::dom::element root, ValidationReport& r) {
   if (!v || v->get_array().get(arr)) return false;
   for (auto e : arr) {
     TensorReport t;
-    t.file = json_string(e, "file").value_or("");
-    t.name = json_string(e, "name").value_or("");
-    t.type = json_string(e, "type").value_or("");
+    t.file = report_string(e, "file").value_or("");
+    t.name = report_string(e, "name").value_or("");
+    t.type = report_string(e, "type").value_or("");
     auto shape = json_int_array(e, "shape");
     if (!shape) return false;
     for (int64_t d : *shape) t.shape.push_back(static_cast<uint64_t>(d));
     t.offset = u64_of(e, "offset");
     t.nbytes = u64_of(e, "nbytes");
-    t.xxh3 = json_string(e, "xxh3").value_or("");
+    t.xxh3 = report_string(e, "xxh3").value_or("");
     t.nan = u64_of(e, "nan");
     t.inf = u64_of(e, "inf");
     r.tensors.push_back(std::move(t));
@@ -77,14 +87,14 @@ bool parse_findings(simdjson::dom::element root, ValidationReport& r) {
   if (!v || v->get_array().get(arr)) return false;
   for (auto e : arr) {
     Finding f;
-    f.code = json_string(e, "code").value_or("");
-    auto sev = severity_of(json_string(e, "severity").value_or(""));
+    f.code = report_string(e, "code").value_or("");
+    auto sev = severity_of(report_string(e, "severity").value_or(""));
     if (f.code.empty() || !sev) return false;
     f.severity = *sev;
-    f.file = json_string(e, "file").value_or("");
-    f.tensor = json_string(e, "tensor").value_or("");
+    f.file = report_string(e, "file").value_or("");
+    f.tensor = report_string(e, "tensor").value_or("");
     if (auto off = json_int(e, "offset")) f.offset = static_cast<uint64_t>(*off);
-    f.message = json_string(e, "message").value_or("");
+    f.message = report_string(e, "message").value_or("");
     r.findings.add(std::move(f));
   }
   // Counted-but-not-listed findings (findings.h's per-code cap) keep their counts.
@@ -92,8 +102,8 @@ bool parse_findings(simdjson::dom::element root, ValidationReport& r) {
     simdjson::dom::array list;
     if (omitted->get_array().get(list)) return false;
     for (auto e : list) {
-      auto code = json_string(e, "code");
-      auto sev = severity_of(json_string(e, "severity").value_or(""));
+      auto code = report_string(e, "code");
+      auto sev = severity_of(report_string(e, "severity").value_or(""));
       auto count = json_int(e, "count");
       if (!code || code->empty() || !sev || !count || *count < 0) return false;
       r.findings.add_omitted(*code, *sev, static_cast<uint64_t>(*count));
@@ -146,16 +156,16 @@ bool parse_validation_report(std::string_view json, ValidationReport& r, std::st
   JsonDoc doc;
   if (!doc.parse(json, error)) return false;
   auto root = doc.root();
-  if (json_string(root, "schema").value_or("") != kValidationSchemaId) {
+  if (report_string(root, "schema").value_or("") != kValidationSchemaId) {
     error = std::string("not a validation report (schema is not ") + kValidationSchemaId + ")";
     return false;
   }
   r = ValidationReport{};
-  r.path = json_string(root, "path").value_or("");
-  r.format = json_string(root, "format").value_or("");
-  r.profile = json_string(root, "profile").value_or("");
-  r.quant_profile = json_string(root, "quant_profile").value_or("");
-  r.quant_config_file = json_string(root, "quant_config_file").value_or("");
+  r.path = report_string(root, "path").value_or("");
+  r.format = report_string(root, "format").value_or("");
+  r.profile = report_string(root, "profile").value_or("");
+  r.quant_profile = report_string(root, "quant_profile").value_or("");
+  r.quant_config_file = report_string(root, "quant_config_file").value_or("");
   if (auto options = json_get(root, "options")) {
     r.deep = bool_of(*options, "deep");
     r.sha256 = bool_of(*options, "sha256");
@@ -195,7 +205,7 @@ bool parse_validation_report(std::string_view json, ValidationReport& r, std::st
         error = "malformed partition block (files)";
         return false;
       }
-      r.partition_files.emplace_back(name);
+      r.partition_files.push_back(json_unescape_bytes(name));
     }
   }
   return true;

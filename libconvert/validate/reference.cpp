@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
+#include <set>
+#include <string_view>
 
 #include <tbb/parallel_for.h>
 
@@ -11,12 +14,15 @@
 #include "plan/plan.h"
 #include "core/checked_math.h"
 #include "formats/json.h"
+#include "formats/model_files.h"
 #include "numerics/fp8.h"
 #include "numerics/int8_shift.h"
 #include "numerics/mxfp4.h"
 
 namespace ckpt {
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr uint64_t kCompareStep = 1u << 20;
 
@@ -123,6 +129,109 @@ void compare_config(const LoadedModel& in, const ConversionPlan& plan, const Loa
       f.error("REF_CONFIG", "config.json", "", std::nullopt,
               "quantization_config.ignored_layers lacks " + module + ", which must stay BF16");
   }
+}
+
+// ---------------------------------------------------------------- the files beside the tensors
+
+// What the documented rewrite (plan/config_rewrite.h) changes: in config.json torch_dtype,
+// expert_dtype, quantization_config (its edited members: kRewrittenQuantMembers) and the
+// ckptkit_conversion record; in params.json the quantization section and that record.
+// Every other member must be the input's, unchanged.
+constexpr std::string_view kRewrittenConfigMembers[] = {"torch_dtype", "expert_dtype", "quantization_config",
+                                                        "ckptkit_conversion"};
+constexpr std::string_view kRewrittenParamsMembers[] = {"quantization", "ckptkit_conversion"};
+// quantization_config members the rewrite sets (the rest of it is copied or defaulted only
+// when the input lacks them, so an input member must come out unchanged).
+constexpr std::string_view kRewrittenQuantMembers[] = {"quant_method", "ignored_layers", "modules_to_not_convert"};
+
+template <size_t N>
+bool listed(const std::string_view (&names)[N], std::string_view key) {
+  return std::find(std::begin(names), std::end(names), key) != std::end(names);
+}
+
+// A JSON value for a message: compact, cut at 80 bytes.
+std::string shown(simdjson::dom::element e) {
+  std::string s = json_to_string(e);
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+
+// Members of `in` (an object) missing from `out` or unequal there, and members of `out`
+// that `in` lacks, except the `rewritten` ones; `where` names the object in messages.
+template <size_t N>
+void compare_members(simdjson::dom::element in, simdjson::dom::element out, const std::string& file,
+                     const std::string& where, const std::string_view (&rewritten)[N], Findings& f) {
+  simdjson::dom::object a, b;
+  if (in.get_object().get(a) || out.get_object().get(b)) {
+    f.error("REF_CONFIG", file, "", std::nullopt, where + " is not an object on both sides");
+    return;
+  }
+  for (auto m : a) {
+    if (listed(rewritten, m.key)) continue;
+    auto o = json_get(out, m.key);
+    const std::string name = where + std::string(m.key);
+    if (!o)
+      f.error("REF_CONFIG", file, "", std::nullopt, file + " lacks " + name + ", which the input has (" + shown(m.value) + ")");
+    else if (json_to_string(*o) != json_to_string(m.value))
+      f.error("REF_CONFIG", file, "", std::nullopt,
+              file + " " + name + " is " + shown(*o) + "; the input has " + shown(m.value) +
+                  " and the conversion does not change it");
+  }
+  for (auto m : b)
+    if (!listed(rewritten, m.key) && !json_get(in, m.key))
+      f.error("REF_CONFIG", file, "", std::nullopt,
+              file + " has " + where + std::string(m.key) + ", which neither the input nor the conversion has");
+}
+
+const JsonDoc* side_config(const Checkpoint& c, const std::string& name) {
+  for (const auto& [file, doc] : c.side_configs)
+    if (file == name) return doc.get();
+  return nullptr;
+}
+
+// config.json and params.json member by member against the input's: only the documented
+// rewrite may differ.
+void compare_config_members(const LoadedModel& in, const ConversionPlan& plan, const LoadedModel& out, Findings& f) {
+  if (in.checkpoint.config && out.checkpoint.config) {
+    const auto a = in.checkpoint.config->root(), b = out.checkpoint.config->root();
+    compare_members(a, b, "config.json", "", kRewrittenConfigMembers, f);
+    auto qa = json_get(a, "quantization_config");
+    auto qb = json_get(b, "quantization_config");
+    if (qa && qb) compare_members(*qa, *qb, "config.json", "quantization_config.", kRewrittenQuantMembers, f);
+  }
+  if (!plan.rewrites_params_json) return;
+  const JsonDoc* pa = side_config(in.checkpoint, "params.json");
+  const JsonDoc* pb = side_config(out.checkpoint, "params.json");
+  if (pa && pb) compare_members(pa->root(), pb->root(), "params.json", "", kRewrittenParamsMembers, f);
+}
+
+// A copied side file must hold the input's bytes: the first difference is named.
+void compare_side_file(const std::string& in_path, const std::string& out_path, const std::string& rel, Findings& f) {
+  MappedFile a, b;
+  IoError err;
+  if (!a.open(in_path, err) || !b.open(out_path, err)) {
+    f.error("IO_OPEN", rel, "", std::nullopt, "cannot read: " + err.message);
+    return;
+  }
+  std::vector<uint8_t> x(kCompareStep), y(kCompareStep);
+  const uint64_t common = std::min(a.size(), b.size());
+  for (uint64_t done = 0; done < common;) {
+    const uint64_t n = std::min(kCompareStep, common - done);
+    if (!a.read_at(done, std::span<uint8_t>(x.data(), n), err) || !b.read_at(done, std::span<uint8_t>(y.data(), n), err)) {
+      f.error("IO_READ", rel, "", done, "read failed: " + err.message);
+      return;
+    }
+    if (std::memcmp(x.data(), y.data(), n) != 0) {
+      const uint64_t i = static_cast<uint64_t>(std::mismatch(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n), y.begin()).first - x.begin());
+      f.error("REF_SIDE_FILE", rel, "", done + i,
+              rel + " differs from the input's at byte " + std::to_string(done + i) + ": convert copies it unchanged");
+      return;
+    }
+    done += n;
+  }
+  if (a.size() != b.size())
+    f.error("REF_SIDE_FILE", rel, "", common,
+            rel + " is " + std::to_string(b.size()) + " bytes, the input's " + std::to_string(a.size()) +
+                ": convert copies it unchanged");
 }
 
 // First difference between the output's bytes and what the conversion of the input gives.
@@ -372,6 +481,42 @@ class DeepCompare {
 
 }  // namespace
 
+void compare_model_files(const LoadedModel& in, const ConversionPlan& plan, const LoadedModel& out, Findings& f) {
+  compare_config_members(in, plan, out, f);
+  if (!out.checkpoint.is_directory) return;
+  std::vector<ModelFile> files;
+  Findings listing;
+  list_model_files(out.checkpoint.root, files, listing);
+  for (const auto& x : listing.items())
+    if (x.severity == Severity::error) f.add(x);
+  // What the conversion writes (convert/convert.cpp planned_files): the copied side files,
+  // the shards, the index (when the input had one or there are several shards: the same
+  // rule as convert's writes_index), config.json and a rewritten params.json.
+  std::set<std::string> copied(plan.side_files.begin(), plan.side_files.end());
+  std::set<std::string> written;
+  for (const auto& s : plan.shards) written.insert(s.name);
+  if (in.checkpoint.index.present || plan.shards.size() > 1) written.insert(kIndexName);
+  if (in.checkpoint.config) written.insert("config.json");
+  if (plan.rewrites_params_json) written.insert("params.json");
+  std::set<std::string> present;
+  for (const auto& mf : files) {
+    present.insert(mf.name);
+    if (copied.count(mf.name))
+      compare_side_file((fs::path(in.checkpoint.root) / mf.name).string(), mf.path, mf.name, f);
+    else if (!written.count(mf.name))
+      f.error("REF_EXTRA_FILE", mf.name, "", std::nullopt,
+              mf.name + " is in the output, but the conversion of the input writes no such file");
+  }
+  for (const auto& name : copied)
+    if (!present.count(name))
+      f.error("REF_MISSING_FILE", name, "", std::nullopt,
+              "the input has " + name + ", which the conversion copies, but the output has no such file");
+  for (const char* name : {"config.json", "params.json"})
+    if (written.count(name) && !present.count(name))
+      f.error("REF_MISSING_FILE", name, "", std::nullopt,
+              "the conversion of the input writes " + std::string(name) + " but the output has none");
+}
+
 // What conversion produced OUT: INT8-shift experts when fused tensors are present, with
 // the headroom and rounding its config records (the production defaults otherwise).
 ExpertMode detect_conversion_mode(const LoadedModel& out, RemapOptions& remap) {
@@ -415,6 +560,7 @@ void check_against_reference(const LoadedModel& out, const std::string& referenc
   std::vector<Expected> matched;
   compare_sets(in, plan, out, matched, f);
   compare_config(in, plan, out, f);
+  compare_model_files(in, plan, out, f);
   uint64_t payload = 0;
   for (const auto& t : out.view.tensors) payload += t.nbytes;
   if (payload != plan.payload_out)

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "formats/json.h"
+#include "formats/json_writer.h"
+
 namespace ckpt {
 namespace {
 
@@ -25,6 +28,40 @@ TEST(Display, InvalidUtf8IsHex) {
   EXPECT_EQ(display_escape("\xc3"), "\\xc3");              // truncated
   EXPECT_EQ(display_escape("\xc0\xaf"), "\\xc0\\xaf");     // overlong
   EXPECT_EQ(display_escape("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // surrogate
+}
+
+TEST(Display, BidiControlsAndInvisibleFormatCharactersAreEscaped) {
+  // U+202E would print "...thgiew" reversed and reorder the rest of the log line.
+  EXPECT_EQ(display_escape("w\u202Ethgiew: OK"), "w\\u202ethgiew: OK");
+  for (const char* bidi : {"\u202A", "\u202B", "\u202C", "\u202D", "\u2066", "\u2067", "\u2068", "\u2069",
+                           "\u200E", "\u200F", "\u061C"})
+    EXPECT_EQ(display_escape(bidi).substr(0, 2), "\\u") << display_escape(bidi);
+  EXPECT_EQ(display_escape("a\u200Bb\u200Cc\u200Dd\u2060e\u2064f\uFEFFg\u00ADh"),
+            "a\\u200bb\\u200cc\\u200dd\\u2060e\\u2064f\\ufeffg\\u00adh");
+  EXPECT_EQ(display_escape("x\u2028y"), "x\\u2028y");                   // line separator
+  EXPECT_EQ(display_escape("tag\U000E0041"), "tag\\U000e0041");          // a Cf above U+FFFF
+  EXPECT_EQ(display_escape("\u202F\u00A0\u05D0"), "\u202F\u00A0\u05D0");  // visible spaces and Hebrew kept
+}
+
+TEST(JsonWriterEscape, BytesThatAreNotUtf8GiveValidJsonThatReadsBackToTheSameBytes) {
+  const std::string name = std::string("a\xff\xc3(b\\x41\\", 9) + "\\\\";
+  JsonWriter w;
+  w.begin_object().key(name).value(name).end_object();
+  JsonDoc doc;
+  std::string error;
+  ASSERT_TRUE(doc.parse(w.str(), error)) << error << ": " << w.str();
+  simdjson::dom::object obj;
+  ASSERT_FALSE(doc.root().get_object().get(obj));
+  for (auto m : obj) {
+    EXPECT_EQ(std::string(m.key), "a\\xff\\xc3(b\\x5cx41\\\\");  // the text the bytes are written as
+    EXPECT_EQ(json_unescape_bytes(m.key), name);
+    EXPECT_EQ(json_unescape_bytes(std::string(m.value.get_string().value_unsafe())), name);
+  }
+  // Valid UTF-8 without "\\xHH" is written as before; safe text escapes U+202E, exact keeps it.
+  EXPECT_EQ(json_string_literal("h\u00e9 \\n"), "\"h\u00e9 \\\\n\"");
+  EXPECT_EQ(json_string_literal("\u202E", JsonText::safe), "\"\\u202e\"");
+  EXPECT_EQ(json_string_literal("\u202E", JsonText::exact), "\"\u202E\"");
+  EXPECT_EQ(json_string_literal("\\x41\xff", JsonText::exact), "\"\\\\x41\\\\xff\"");  // valid text as Python writes it
 }
 
 TEST(Display, FindingLineHasTheOneFormat) {
