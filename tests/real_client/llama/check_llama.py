@@ -72,11 +72,19 @@ def ckpt_verdict(ckpt, path):
 
 
 def llama_ggml_verdicts(binary, lib, path):
-    r = subprocess.run([binary, str(lib), str(path)], capture_output=True, text=True, timeout=120)
+    try:
+        r = subprocess.run([binary, str(lib), str(path)], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return {"parser": "hung (120 s)", "full_read": "hung", "data": "hung"}
     if r.returncode != 0 or not r.stdout.strip():
         crash = f"crashed (exit {r.returncode})"
         return {"parser": crash, "full_read": crash, "data": crash}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    verdicts = json.loads(r.stdout.strip().splitlines()[-1])
+    # ggml_validate_row_data says why on stderr (fprintf, not ggml's logger).
+    why = [l.strip() for l in r.stderr.splitlines() if l.startswith("ggml_validate_row_data:")]
+    if verdicts["data"] != "ok" and why:
+        verdicts["data"] = verdicts["data"].replace("ggml_validate_row_data returned false", why[0])
+    return verdicts
 
 
 def llama_loader_verdicts(bins, paths):

@@ -8,7 +8,7 @@
 // Where ggml has no to_float the reference is named: F32 (ggml uses the bits as they are),
 // Q8_1 (no dequantizer in ggml; its value is Q8_0's d·q, so ggml's Q8_0 to_float on the
 // block without its s field) and Q8_K (ggml-quants.h's exported dequantize_row_q8_K).
-// Usage: ckpt_llama_ref_exactness LIBGGML_BASE_SO [--seed N]. Exit 0 all equal, 1 a
+// Usage: ckpt_llama_exactness LIBGGML_BASE_SO [--seed N]. Exit 0 all equal, 1 a
 // mismatch (the first one per path is printed), 2 usage or a missing reference.
 #include <bit>
 #include <cinttypes>
