@@ -1,6 +1,7 @@
 # ckptkit: two commands on a fresh Debian 12 machine.
 #   make demo   installs the Debian packages it needs, builds, runs synth -> validate -> convert -> validate --reference -> inspect -> ckpt-gpu verify
-#   make test   the GoogleTest suite twice: a normal build (GCC, the GPU compilers too) and one
+#   make test   the GoogleTest suite twice: a normal build (GCC, the GPU compilers too; llama.cpp
+#               from npm first, outside the clone, for real_client_llama) and one
 #               clang 14 build with AddressSanitizer + UBSan that also holds the libFuzzer
 #               targets (asan), then every libFuzzer target for a fixed number of runs (fuzz-smoke)
 #   make ci-extra   (CI, after make test) a Release build, the .deb built, installed and run,
@@ -35,7 +36,7 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 
-.PHONY: all deps deps-slurm deps-fuzz build asan-build fuzz-build fuzz-smoke fuzz demo test test-normal asan bench golden-update clean \
+.PHONY: all deps deps-slurm deps-fuzz build asan-build fuzz-build fuzz-smoke fuzz demo test test-normal asan bench golden-update clean llama-client \
         release-build clang-build deb deb-check ci-extra install-check
 
 all: build
@@ -89,8 +90,18 @@ demo: build
 	  else exit $$rc; fi
 	@echo "reports: $(DEMO_DIR)/report.json $(DEMO_DIR)/convert.json"
 
-test-normal: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+test-normal: build llama-client
+	cd $(BUILD) && CKPT_LLAMA_DIR=$(LLAMA_DIR) ctest --output-on-failure -j$(JOBS)
+
+# The GGUF real client of the real_client_llama test: llama.cpp from npm (node-llama-cpp,
+# pinned by tests/real_client/llama/package-lock.json) into $(LLAMA_DIR), outside the clone;
+# kept when already installed from the same lock file. Where npm cannot reach its registry
+# it says so and the test skips, unless CKPT_REQUIRE_LLAMA=1 (CI), which fails here.
+LLAMA_DIR ?= $(HOME)/.cache/ckptkit/llama-3.22.1
+llama-client:
+	@CKPT_LLAMA_DIR=$(LLAMA_DIR) bash tests/real_client/llama/install.sh; rc=$$?; \
+	  if [ $$rc -eq 77 ]; then echo "llama-client: not installed; real_client_llama will be skipped"; \
+	  elif [ $$rc -ne 0 ]; then exit $$rc; fi
 
 # max_allocation_size_mb=96: any single allocation above 96 MiB (the 100,000,000-byte
 # safetensors header limit) aborts the sanitizer run, so no crafted length can size one.

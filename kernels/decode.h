@@ -18,11 +18,12 @@ namespace ckpt::kern {
 
 // ---- scalar conversions ------------------------------------------------------------
 
-// IEEE binary16 -> binary32, exact (subnormals, infinities, NaN payloads).
+// IEEE binary16 -> binary32, exact (subnormals, infinities, NaN payloads); a NaN comes out
+// quiet (bit 22 set), as ggml's conversion makes it.
 CKPT_HD float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  if (exp == 0x1F) return bits_to_float(sign | 0x7F800000u | (man << 13));
+  if (exp == 0x1F) return bits_to_float(sign | 0x7F800000u | (man << 13) | (man != 0 ? 0x00400000u : 0u));
   if (exp != 0) return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
   // Subnormal: man * 2^-24, exact in binary32.
   const float mag = static_cast<float>(man) * bits_to_float(0x33800000u);  // 2^-24

@@ -158,6 +158,7 @@ class GgufParser {
   void check_data_layout();
   void check_tensor_offsets(uint64_t& data_end);
   void check_zero_bytes(uint64_t begin, uint64_t end, const std::string& tensor, const std::string& what);
+  void warn_unpadded_end(const GgufTensorInfo& last, uint64_t padded_end);
 
   // Reads a length-prefixed string into out (or only validates it when out is null).
   bool read_string(const std::string& what, const std::string& tensor, std::string* out,
@@ -579,8 +580,21 @@ void GgufParser::check_tensor_offsets(uint64_t& data_end) {
     const uint64_t pad_end = padded ? std::min(*end + (*padded - t.nbytes), g_.file_size) : *end;
     check_zero_bytes(*end, pad_end, t.name, "padding after tensor '" + t.name + "'");
     data_end = std::max(data_end, pad_end);
+    if (padded && i + 1 == g_.tensors.size() && pad_end < *end + (*padded - t.nbytes)) {
+      warn_unpadded_end(t, *end + (*padded - t.nbytes));
+    }
   }
   if (!all_in_file) data_end = 0;  // no trailing-byte verdict on a broken layout
+}
+
+// The spec does not require the last tensor's padding (§2), but gguf.cpp's full-read mode
+// (no_alloc = false: llama-gguf-hash) reads Σ PAD(nbytes) bytes from the data start and
+// refuses a file that ends inside it; ckptkit's writer always pads.
+void GgufParser::warn_unpadded_end(const GgufTensorInfo& last, uint64_t padded_end) {
+  warning("GGUF_LAST_TENSOR_UNPADDED", last.name, g_.file_size,
+          "the file ends at " + num(g_.file_size) + ", " + num(padded_end - g_.file_size) +
+              " bytes before the alignment padding of the last tensor '" + last.name + "' ends at " + num(padded_end) +
+              ": llama.cpp's full-read mode (llama-gguf-hash) refuses such a file");
 }
 
 void GgufParser::check_data_layout() {

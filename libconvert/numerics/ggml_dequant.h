@@ -18,8 +18,10 @@ namespace ckpt {
 struct F32Digest;      // numerics/f32_digest.h
 struct DigestWeights;  // numerics/f32_digest.h
 
-// IEEE binary16 → binary32, exact, subnormals included; Inf stays Inf, NaN keeps its payload.
-// (Inline: the block loops of both ISAs call them once per block.)
+// IEEE binary16 → binary32, exact, subnormals included; Inf stays Inf, NaN keeps its payload
+// and is quiet (bit 22 set): ggml's conversion (ggml-impl.h) multiplies by 2^−112, which
+// quiets a signalling NaN, and F16C does the same (real_client_llama compares every half
+// with libggml-base's to_float). (Inline: the block loops of both ISAs call them once per block.)
 inline float ggml_fp16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
@@ -28,7 +30,8 @@ inline float ggml_fp16_to_f32(uint16_t h) {
     return sign ? -v : v;
   }
   const uint32_t e32 = exp == 0x1F ? 0xFFu : exp + (127 - 15);
-  return std::bit_cast<float>(sign | (e32 << 23) | (man << 13));
+  const uint32_t quiet = exp == 0x1F && man != 0 ? 0x00400000u : 0;
+  return std::bit_cast<float>(sign | (e32 << 23) | (man << 13) | quiet);
 }
 // bfloat16 → binary32: the bits shifted into the high half.
 inline float ggml_bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }

@@ -141,14 +141,14 @@ uint64_t pair(uint32_t g1, uint32_t g2) { return g1 | static_cast<uint64_t>(g2) 
 // ---- plain floats -----------------------------------------------------------------------
 
 // Eight binary16 → binary32 through F16C, exact for every non-NaN; NaN lanes rebuilt as the
-// reference does (payload shifted, not quieted).
+// reference does (payload shifted, quieted as ggml's conversion does).
 CKPT_AVX2 inline __m256 f16x8(__m128i h) {
   const __m256 f = _mm256_cvtph_ps(h);
   const __m256i w = _mm256_cvtepu16_epi32(h);
   const __m256i mag = _mm256_and_si256(w, _mm256_set1_epi32(0x7FFF));
   const __m256i is_nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7C00));
   const __m256i nan = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16),
-                                      _mm256_or_si256(_mm256_slli_epi32(mag, 13), _mm256_set1_epi32(0x70000000)));
+                                      _mm256_or_si256(_mm256_slli_epi32(mag, 13), _mm256_set1_epi32(0x70400000)));
   return _mm256_blendv_ps(f, _mm256_castsi256_ps(nan), _mm256_castsi256_ps(is_nan));
 }
 

@@ -549,6 +549,28 @@ TEST(GgufCorruption, CustomAlignmentIsHonoured) {
   EXPECT_EQ(p.g->data_start % 64, 0u);
 }
 
+// The spec does not require the last tensor's alignment padding, but llama.cpp's full-read
+// mode (gguf_init_from_file with no_alloc = false, llama-gguf-hash) refuses a file that ends
+// inside it: a warning, with the padded end (real_client_llama checks the warning against
+// llama.cpp's own full read on every file of its corpus).
+TEST(GgufCorruption, WarnsWhenTheLastTensorIsNotFollowedByItsAlignmentPadding) {
+  GgufSpec spec = base_spec();
+  spec.tensors[2].ne = {3};
+  spec.tensors[2].data = f32_data(3, 0);  // 12 bytes; the builder writes no padding after the last
+  Built b = build(spec);
+  test::dump_fuzz_seed("gguf_header", "last_tensor_unpadded", b.bytes);
+  Parsed p = parse_bytes(b.bytes);
+  ASSERT_TRUE(p.g.has_value());
+  EXPECT_FALSE(p.f.has_errors()) << dump(p.f);
+  ASSERT_TRUE(p.f.has_code("GGUF_LAST_TENSOR_UNPADDED")) << dump(p.f);
+  EXPECT_EQ(p.f.items().size(), 1u) << dump(p.f);
+  EXPECT_NE(p.f.items()[0].message.find("ends at " + std::to_string(b.tensor_starts[2] + 32)), std::string::npos)
+      << dump(p.f);
+  b.bytes.resize(b.tensor_starts[2] + 32, 0);  // the padding written: no finding
+  Parsed padded = parse_bytes(b.bytes);
+  EXPECT_TRUE(padded.f.items().empty()) << dump(padded.f);
+}
+
 TEST(GgufCorruption, VersionTwoIsAccepted) {
   GgufSpec spec = base_spec();
   spec.version = 2;

@@ -57,6 +57,15 @@ TEST(GgmlDequant, Fp16IsExactIncludingSubnormals) {
   }
 }
 
+// ggml's F16 to_float (libggml-base, the real_client_llama reference) quiets a signalling
+// NaN: its conversion multiplies. The payload stays; the sign too.
+TEST(GgmlDequant, ASignallingNanHalfIsQuietedAsGgmlDoes) {
+  EXPECT_EQ(bits(ggml_fp16_to_f32(0x7C01)), 0x7FC02000u);
+  EXPECT_EQ(bits(ggml_fp16_to_f32(0xFC7B)), 0xFFCF6000u);
+  EXPECT_EQ(bits(ggml_fp16_to_f32(0x7D00)), 0x7FE00000u);
+  EXPECT_EQ(bits(ggml_fp16_to_f32(0x7C00)), 0x7F800000u);  // infinity is no NaN: unchanged
+}
+
 TEST(GgmlDequant, Bf16AndE8m0) {
   EXPECT_EQ(ggml_bf16_to_f32(0x3F80), 1.0f);
   EXPECT_EQ(ggml_bf16_to_f32(0xC040), -3.0f);
