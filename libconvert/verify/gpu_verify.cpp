@@ -54,12 +54,6 @@ void report_nothing_verified(VerifyReport& r) {
   r.findings.error("VERIFY_NOTHING", r.path, "", std::nullopt, "nothing was verified (0 checks): " + why);
 }
 
-// OUT's config.json members other than the documented rewrite, and every side file
-// (generation_config.json, tokenizer files, any added file), against IN's: the comparison
-// `ckpt validate --reference` makes (libconvert/validate/reference.*, issue 29 item 4).
-// The lead wires that function in here when merging; until then this checks nothing.
-void compare_config_and_side_files(const LoadedModel& /*out*/, const std::string& /*reference*/, Findings& /*findings*/) {}
-
 // A GGUF file: every tensor, device against CPU; with --reference, against the reference
 // GGUF's tensor of the same name, type and shape (a reference that is not a GGUF file is
 // refused, VERIFY_REFERENCE).
@@ -97,8 +91,9 @@ void verify_checkpoint_alone(const LoadedModel& model, DecodeBackend& be, const 
 // dtypes, shapes, config, totals), then every tensor of the conversion plan of IN.
 void verify_converted(const LoadedModel& out, DecodeBackend& be, const VerifyOptions& o, VerifyReport& r) {
   r.kind = "converted";
+  // The structure, config.json members and every side file (validate/reference.h, the
+  // comparison `ckpt validate --reference` makes).
   check_against_reference(out, o.reference, false, r.findings);
-  compare_config_and_side_files(out, o.reference, r.findings);
   LoadedModel in;
   Findings inf;
   if (!load_model(o.reference, StReadOptions{}, in, inf) || inf.has_errors()) return;  // reported above
