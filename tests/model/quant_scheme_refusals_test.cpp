@@ -88,6 +88,8 @@ TEST(QuantSchemeRefusals, EveryArithmeticMemberOutsideTheImplementedValuesIsRefu
       {ct_config(R"(, "group_size": 128)"), "weights.group_size is 128"},
       {ct_config("", R"(["lm_head"])", R"(, "group_1": {"targets": ["re:.*experts.*"], "weights": {"num_bits": 8, "type": "float", "strategy": "tensor"}})"),
        "config_groups is an object of 2 members"},
+      {R"({"model_type": "llama", "quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8", "has_zero_point": true}})",
+       "quantization_config.has_zero_point is true"},
       {R"({"model_type": "llama", "quantization_config": {"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [128, 128]}})",
        "quantization_config.fmt is \"e5m2\""},
       {R"({"model_type": "llama", "quantization_config": {"quant_method": "fp8", "scale_fmt": "e4m3", "weight_block_size": [128, 128]}})",
