@@ -119,7 +119,6 @@ std::optional<std::bitset<256>> regex_class(std::string_view pat, size_t& i, std
   std::bitset<256> set;
   const size_t first = i;
   while (i < pat.size() && (pat[i] != ']' || i == first)) {
-    std::bitset<256> one;
     unsigned lo = static_cast<unsigned char>(pat[i]);
     if (pat[i] == '\\') {
       if (i + 1 >= pat.size()) break;
