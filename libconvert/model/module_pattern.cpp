@@ -4,6 +4,7 @@
 #include <array>
 #include <bitset>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ckpt {
@@ -250,6 +251,11 @@ bool is_glob(std::string_view e) { return e.find_first_of("*?[") != std::string_
 }  // namespace
 
 std::optional<std::string> module_pattern_problem(std::string_view entry) {
+  // No module name is this long; a longer entry would only make matching slow (a glob class
+  // is rescanned at each step).
+  if (entry.size() > kMaxModulePatternBytes)
+    return "an entry of " + std::to_string(entry.size()) + " bytes (at most " + std::to_string(kMaxModulePatternBytes) +
+           ")";
   if (!entry.starts_with("re:")) return std::nullopt;
   std::string problem;
   if (!parse_regex(entry.substr(3), problem)) return problem;
@@ -257,7 +263,7 @@ std::optional<std::string> module_pattern_problem(std::string_view entry) {
 }
 
 bool module_pattern_matches(std::string_view e, std::string_view name) {
-  if (e.empty()) return false;
+  if (e.empty() || e.size() > kMaxModulePatternBytes) return false;
   if (e.starts_with("re:")) {
     std::string problem;
     auto alts = parse_regex(e.substr(3), problem);

@@ -14,13 +14,18 @@
 // Matching is linear in pattern times name length: a hostile pattern cannot make it hang.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 
 namespace ckpt {
 
-// Why `entry` cannot be evaluated (an re: pattern outside the subset above), or nullopt.
+// The longest entry evaluated: longer ones are refused (module_pattern_problem).
+inline constexpr size_t kMaxModulePatternBytes = 1024;
+
+// Why `entry` cannot be evaluated (an re: pattern outside the subset above, an entry longer
+// than kMaxModulePatternBytes), or nullopt.
 std::optional<std::string> module_pattern_problem(std::string_view entry);
 
 // True when `entry` matches module `name`. An entry module_pattern_problem refuses matches nothing.

@@ -341,8 +341,8 @@ bool resolve(const Profile& p, const Source& src, QuantScheme& s, std::string& e
     }
   for (const auto& e : s.excluded)
     if (auto problem = module_pattern_problem(e)) {
-      error = s.exclusion_source + " entry " + json_quote(e) + ": " + *problem +
-              " in the regex subset ckptkit evaluates; refusing to guess which modules it leaves unquantized";
+      error = s.exclusion_source + " entry " + json_quote(e) + " cannot be evaluated (" + *problem +
+              "; see model/module_pattern.h for what is); refusing to guess which modules it leaves unquantized";
       return false;
     }
   return true;

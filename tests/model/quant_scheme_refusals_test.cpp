@@ -136,6 +136,7 @@ TEST(QuantSchemeRefusals, RegexEntriesMatchAsReMatchDoesOrAreRefusedByName) {
   EXPECT_NE(module_pattern_problem("re:.*self_attn.(q|k)_proj"), std::nullopt);
   EXPECT_NE(module_pattern_problem("re:x{2}"), std::nullopt);
   EXPECT_EQ(module_pattern_problem("model.layers.[0-9].mlp"), std::nullopt);
+  EXPECT_NE(module_pattern_problem(std::string(5000, '[')), std::nullopt);  // bounded work per entry
 
   JsonDoc doc;
   std::string err;
