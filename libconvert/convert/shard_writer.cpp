@@ -342,18 +342,10 @@ class ShardPipeline {
                                                                              : ScaleEncoding::mxfp4_e8m0;
     ScaleCheck check;
     if (s.dtype) check_scale_values(encoding, *s.dtype, bytes, 0, check);
-    const ScaleProblem problem = check.first_refused();
-    if (problem == ScaleProblem::none) return true;
-    const auto& first = check.of(problem);
+    if (check.first_refused() == ScaleProblem::none) return true;
     const uint64_t esize = s.dtype ? std::max<uint32_t>(1, dtype_bits(*s.dtype) / 8) : 1;
-    const uint64_t cols = s.shape.empty() ? 1 : std::max<uint64_t>(1, s.shape.back());
-    const std::string where = s.shape.size() >= 2 ? "row " + std::to_string(first.first / cols) + ", block " +
-                                                        std::to_string(first.first % cols)
-                                                  : "element " + std::to_string(first.first);
-    w.error = view_.file_of(s) + ": scale " + s.name + " at " + where + " (byte " +
-              std::to_string(s.offset + first.first * esize) + "), used by " + view_.tensors[pt.input].name + ", " +
-              scale_problem_text(encoding, problem, first.value) + "; refusing to convert (" +
-              std::to_string(check.refused()) + " such scale values in the tensor)";
+    w.error = scale_refusal_text(encoding, check, view_.file_of(s), s.name, s.offset, esize, s.shape,
+                                 view_.tensors[pt.input].name);
     w.error_kind = WriteStatus::input_error;
     return false;
   }

@@ -128,4 +128,20 @@ std::string scale_problem_text(ScaleEncoding encoding, ScaleProblem problem, dou
   return "is " + what;
 }
 
+std::string scale_refusal_text(ScaleEncoding encoding, const ScaleCheck& check, std::string_view file,
+                               std::string_view scale_name, uint64_t offset, uint64_t element_bytes,
+                               std::span<const uint64_t> shape, std::string_view used_by) {
+  const ScaleProblem problem = check.first_refused();
+  if (problem == ScaleProblem::none) return {};
+  const ScaleCheck::Tally& first = check.of(problem);
+  const uint64_t cols = shape.empty() ? 1 : std::max<uint64_t>(1, shape.back());
+  const std::string where = shape.size() >= 2 ? "row " + std::to_string(first.first / cols) + ", block " +
+                                                    std::to_string(first.first % cols)
+                                              : "element " + std::to_string(first.first);
+  return std::string(file) + ": scale " + std::string(scale_name) + " at " + where + " (byte " +
+         std::to_string(offset + first.first * std::max<uint64_t>(1, element_bytes)) + "), used by " +
+         std::string(used_by) + ", " + scale_problem_text(encoding, problem, first.value) + "; refusing to convert (" +
+         std::to_string(check.refused()) + " such scale values in the tensor)";
+}
+
 }  // namespace ckpt

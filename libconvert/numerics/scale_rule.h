@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/dtype.h"
 
@@ -64,5 +65,14 @@ ScaleProblem multiplier_scale_problem(float s);
 // "is -0.5, not a positive multiplier" / "is E8M0 250 (2^123): 448 x 2^123 is beyond BF16's
 // largest finite value" — what is wrong with `value`, for messages (no tensor named).
 std::string scale_problem_text(ScaleEncoding encoding, ScaleProblem problem, double value);
+
+// The one refusal line for a scale tensor the rule refuses (convert, and verify when it checks
+// a scale): "FILE: scale NAME at row R, block C (byte B), used by WEIGHT, is ...; refusing to
+// convert (N such scale values in the tensor)". `shape` is the scale's (2-D and more: row and
+// block of its first refused element, else its index), `element_bytes` its dtype's size, `offset`
+// its first byte in FILE. Empty when `check` refuses nothing.
+std::string scale_refusal_text(ScaleEncoding encoding, const ScaleCheck& check, std::string_view file,
+                               std::string_view scale_name, uint64_t offset, uint64_t element_bytes,
+                               std::span<const uint64_t> shape, std::string_view used_by);
 
 }  // namespace ckpt

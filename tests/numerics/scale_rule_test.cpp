@@ -59,6 +59,12 @@ TEST(ScaleRule, ASpanIsTalliedByProblemWithTheFirstElementOfEach) {
   EXPECT_EQ(c.of(ScaleProblem::not_finite).first, 15u);
   EXPECT_NE(scale_problem_text(ScaleEncoding::fp8_multiplier, ScaleProblem::not_positive, -2.0).find("-2, not a positive"),
             std::string::npos);
+  const std::vector<uint64_t> shape{4, 4};  // element 11 = row 2, block 3, at byte 100 + 4 * 11
+  EXPECT_EQ(scale_refusal_text(ScaleEncoding::fp8_multiplier, c, "f.safetensors", "w.weight_scale_inv", 100, 4, shape,
+                               "w.weight"),
+            "f.safetensors: scale w.weight_scale_inv at row 2, block 3 (byte 144), used by w.weight, is -2, not a "
+            "positive multiplier; refusing to convert (5 such scale values in the tensor)");
+  EXPECT_EQ(scale_refusal_text(ScaleEncoding::fp8_multiplier, ScaleCheck{}, "f", "s", 0, 4, shape, "w"), "");
 }
 
 // dsv3-tiny: F32 weight_scale_inv multipliers. Each value validate --deep passed on the base
