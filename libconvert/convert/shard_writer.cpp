@@ -18,6 +18,7 @@
 #include "numerics/fp8.h"
 #include "numerics/int8_shift.h"
 #include "numerics/mxfp4.h"
+#include "numerics/scale_rule.h"
 
 namespace ckpt {
 namespace {
@@ -44,7 +45,8 @@ struct Unit {
   std::vector<Segment> in; // read back to back into the work buffer
   uint64_t out_len = 0;
   uint64_t row_begin = 0;  // dequant: first weight row
-  uint64_t expert = 0;     // remap: which expert's slab
+  uint64_t expert = 0;     // remap: which expert's slab; MXFP4 blocks: the first expert
+  uint64_t expert_count = 1;  // MXFP4 blocks: experts in this unit
   bool first = false, last = false;
   uint64_t in_len() const {
     uint64_t n = 0;
@@ -140,18 +142,32 @@ void add_remap_units(const ModelView& view, const ConversionPlan& plan, const Pl
   }
 }
 
-// gpt-oss MXFP4 blocks: one unit per expert (its [R, K] is transposed whole).
+// gpt-oss MXFP4 blocks: whole experts (each [R, K] is transposed whole), as many as fit in
+// kMxfp4InBytes, at least one, per unit. The unit count is bounded by the tensor's bytes,
+// never by the expert count of its header: [100000000, 0, 1, 16] holds no byte and is one
+// empty unit.
 void add_blocks_units(const ModelView& view, const PlannedShard& shard, size_t k, std::vector<Unit>& units) {
   const PlannedTensor& pt = shard.tensors[k];
   const ModelTensor& t = view.tensors[pt.input];
   const uint64_t per_expert = pt.experts ? t.nbytes / pt.experts : 0;
-  for (uint64_t e = 0; e < std::max<uint64_t>(1, pt.experts); ++e) {
+  if (per_expert == 0) {
+    Unit u;
+    u.k = k;
+    u.expert_count = 0;
+    u.in.push_back(Segment{pt.input, t.offset, 0, t.nbytes == 0});
+    units.push_back(std::move(u));
+    return;
+  }
+  const uint64_t per_unit = std::max<uint64_t>(1, kMxfp4InBytes / per_expert);
+  for (uint64_t e = 0; e < pt.experts; e += per_unit) {
+    const uint64_t n = std::min(per_unit, pt.experts - e);
     Unit u;
     u.k = k;
     u.expert = e;
+    u.expert_count = n;
     u.row_begin = e * pt.rows;
-    u.in.push_back(Segment{pt.input, t.offset + e * per_expert, per_expert, per_expert == t.nbytes});
-    u.out_len = 4 * per_expert;
+    u.in.push_back(Segment{pt.input, t.offset + e * per_expert, n * per_expert, n * per_expert == t.nbytes});
+    u.out_len = 4 * n * per_expert;
     units.push_back(std::move(u));
   }
 }
@@ -309,11 +325,29 @@ class ShardPipeline {
       w.error_kind = WriteStatus::input_error;
       return false;
     }
+    if (!scale_rule_holds(pt, s, grid->bytes, w)) return false;
     Xxh3 h;
     h.update(grid->bytes);
     digests_[pt.scale] = h.digest();  // a scale in another shard is part of this shard's identity
     current_scale_ = std::move(grid);
     return true;
+  }
+
+  // The one scale-validity rule (numerics/scale_rule.h), the rule validate --deep applies:
+  // a grid holding a refused value is an input error naming the scale's element and byte,
+  // before any weight of the tensor is read.
+  bool scale_rule_holds(const PlannedTensor& pt, const ModelTensor& s, std::span<const uint8_t> bytes, Work& w) {
+    const ScaleEncoding encoding = pt.action == TensorAction::dequant_e8m0  ? ScaleEncoding::fp8_e8m0
+                                   : pt.action == TensorAction::dequant_f32 ? ScaleEncoding::fp8_multiplier
+                                                                             : ScaleEncoding::mxfp4_e8m0;
+    ScaleCheck check;
+    if (s.dtype) check_scale_values(encoding, *s.dtype, bytes, 0, check);
+    if (check.first_refused() == ScaleProblem::none) return true;
+    const uint64_t esize = s.dtype ? std::max<uint32_t>(1, dtype_bits(*s.dtype) / 8) : 1;
+    w.error = scale_refusal_text(encoding, check, view_.file_of(s), s.name, s.offset, esize, s.shape,
+                                 view_.tensors[pt.input].name);
+    w.error_kind = WriteStatus::input_error;
+    return false;
   }
 
   Work* transform(Work* w) {
@@ -359,15 +393,22 @@ class ShardPipeline {
   // transformers' BF16 layout: gate_up_proj [E, H, 2I], down_proj [E, I, H]).
   Work* dequant_blocks(Work* w, const PlannedTensor& pt) {
     const ModelTensor& t = view_.tensors[pt.input];
-    const uint64_t rows = pt.rows, k = pt.k, blocks = k / 32, e = w->unit->expert;
+    const uint64_t rows = pt.rows, k = pt.k, blocks = k / 32;
     thread_local std::vector<uint8_t> scratch;
     w->out.resize(w->unit->out_len);
-    std::span<const uint8_t> scales;
-    if ((e + 1) * rows * blocks <= w->scale->bytes.size())
-      scales = std::span<const uint8_t>(w->scale->bytes).subspan(e * rows * blocks, rows * blocks);
-    if (auto fault = dequant_mxfp4_transposed(w->in, scales, rows, k, e * rows, scratch, w->out)) {
-      w->error = mxfp4_fault_text(t, view_.tensors[pt.scale], k, *fault);
-      w->error_kind = WriteStatus::input_error;
+    const uint64_t count = w->unit->expert_count, per_expert = count ? w->in.size() / count : 0;
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t e = w->unit->expert + i;
+      std::span<const uint8_t> scales;
+      if ((e + 1) * rows * blocks <= w->scale->bytes.size())
+        scales = std::span<const uint8_t>(w->scale->bytes).subspan(e * rows * blocks, rows * blocks);
+      const auto in = std::span<const uint8_t>(w->in).subspan(i * per_expert, per_expert);
+      const auto out = std::span<uint8_t>(w->out).subspan(4 * i * per_expert, 4 * per_expert);
+      if (auto fault = dequant_mxfp4_transposed(in, scales, rows, k, e * rows, scratch, out)) {
+        w->error = mxfp4_fault_text(t, view_.tensors[pt.scale], k, *fault);
+        w->error_kind = WriteStatus::input_error;
+        break;
+      }
     }
     return w;
   }

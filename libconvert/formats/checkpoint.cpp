@@ -60,6 +60,7 @@ bool parse_index_metadata(od::value value, CheckpointIndex& index, Findings& f) 
     return false;
   }
   index.metadata_present = true;
+  bool seen_total = false;
   for (auto field : meta) {
     std::string_view key;
     if (auto e = field.unescaped_key().get(key)) {
@@ -78,6 +79,11 @@ bool parse_index_metadata(od::value value, CheckpointIndex& index, Findings& f) 
       }
       continue;
     }
+    if (seen_total) {  // a second total_size: readers keep different ones
+      index_error(f, "IDX_DUPLICATE_KEY", "", "index metadata lists 'total_size' twice; JSON readers keep different ones");
+      return false;
+    }
+    seen_total = true;
     uint64_t total = 0;
     if (field.value().get_uint64().get(total)) {
       index_error(f, "IDX_TOTAL_SIZE_TYPE", "", "index metadata.total_size is not a non-negative integer");
@@ -359,7 +365,7 @@ void load_config(const fs::path& dir, Checkpoint& out, Findings& f) {
   auto doc = std::make_unique<JsonDoc>();
   if (!doc->parse(text, error) || !doc->root().is_object()) {
     f.error("CFG_PARSE", "config.json", "", std::nullopt,
-            "config.json is not a JSON object: " + (error.empty() ? "wrong root type" : error));
+            error.empty() ? std::string("config.json is not a JSON object") : "config.json cannot be read: " + error);
     return;
   }
   out.config = std::move(doc);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_set>
 
 namespace ckpt {
 
@@ -25,7 +26,58 @@ bool JsonDoc::parse(std::string_view text, std::string& error) {
     return false;
   }
   root_ = r.value_unsafe();
+  if (auto duplicate = json_duplicate_key(root_)) {
+    error = *duplicate;
+    return false;
+  }
   return true;
+}
+
+namespace {
+
+// "/a/b~1c/0": RFC 6901 escaping of one path token (~ -> ~0, / -> ~1).
+void append_pointer_token(std::string& path, std::string_view token) {
+  path += '/';
+  for (char c : token) {
+    if (c == '~') path += "~0";
+    else if (c == '/') path += "~1";
+    else path += c;
+  }
+}
+
+// Depth first; the DOM's depth is bounded by kJsonMaxDepth, so the recursion is too.
+std::optional<std::string> find_duplicate(simdjson::dom::element e, std::string& path) {
+  simdjson::dom::object obj;
+  simdjson::dom::array arr;
+  if (!e.get_object().get(obj)) {
+    std::unordered_set<std::string_view> seen;
+    for (auto member : obj)
+      if (!seen.insert(member.key).second)
+        return "duplicate key " + json_quote(member.key) + " in " + (path.empty() ? std::string("/") : path) +
+               " (a JSON reader would keep one of its values and drop the other; refusing to guess which)";
+    for (auto member : obj) {
+      const size_t len = path.size();
+      append_pointer_token(path, member.key);
+      if (auto d = find_duplicate(member.value, path)) return d;
+      path.resize(len);
+    }
+  } else if (!e.get_array().get(arr)) {
+    size_t i = 0;
+    for (auto item : arr) {
+      const size_t len = path.size();
+      path += '/' + std::to_string(i++);
+      if (auto d = find_duplicate(item, path)) return d;
+      path.resize(len);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> json_duplicate_key(simdjson::dom::element root) {
+  std::string path;
+  return find_duplicate(root, path);
 }
 
 simdjson::error_code json_validate_value(simdjson::ondemand::value value, size_t depth_left) {

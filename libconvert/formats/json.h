@@ -21,7 +21,10 @@ inline constexpr size_t kJsonMaxDepth = 256;
 
 class JsonDoc {
  public:
-  // Parses `text`. On failure returns false and sets `error` to simdjson's message.
+  // Parses `text`. On failure returns false and sets `error` to simdjson's message, or to
+  // json_duplicate_key's when an object names a key twice: simdjson would answer lookups with
+  // the first value while Python's json (transformers, vLLM, the reference scripts) keeps the
+  // last, so a file with a duplicate key means two things and is refused, never read.
   bool parse(std::string_view text, std::string& error);
   simdjson::dom::element root() const { return root_; }
 
@@ -29,6 +32,11 @@ class JsonDoc {
   std::unique_ptr<simdjson::dom::parser> parser_;
   simdjson::dom::element root_;
 };
+
+// The first key that some object of `root` names twice, depth first in document order, as
+// "duplicate key \"K\" in PATH" (PATH: the JSON Pointer of the object, "/" for the root;
+// each occurrence is a value a consumer may read), or nullopt. JsonDoc::parse runs it.
+std::optional<std::string> json_duplicate_key(simdjson::dom::element root);
 
 // Where the top-level value that starts at text[0] (after leading whitespace) ends:
 // the index one past its closing bracket, found by a string-aware bracket scan.

@@ -294,6 +294,7 @@ class PairingCheck {
 
   // gpt-oss: X_blocks U8 [E, R, K/32, 16] (or [R, K/32, 16]) with X_scales U8/E8M0 [E, R, K/32].
   void check_blocks(const ModelTensor& t) {
+    claimed_[index_of(t)] = true;  // the profile's own weight, whatever its findings below
     const std::string base = strip(t.name, s_.weight_suffix);
     const std::string scale_suffix = s_.scales.empty() ? "_scales" : s_.scales[0].suffix;
     const ModelTensor* scale = view_.find(base + scale_suffix);
@@ -314,6 +315,14 @@ class PairingCheck {
     if ((sh.size() != 4 && sh.size() != 3) || sh.back() != 16) {
       f_.error("MXFP4_SCALE_SHAPE", file(t), t.name, t.offset,
                "MXFP4 blocks have shape " + shape_to_string(sh) + ", required [E, R, K/32, 16]");
+      return;
+    }
+    if (std::find(sh.begin(), sh.end(), uint64_t{0}) != sh.end()) {
+      // [100000000, 0, 1, 16] is 0 bytes that claim 1e8 experts: no layer has an empty
+      // dimension, and counts taken from such a header must never size any work.
+      f_.error("MXFP4_SCALE_SHAPE", file(t), t.name, t.offset,
+               "MXFP4 blocks have shape " + shape_to_string(sh) +
+                   ": a dimension of 0 holds no weight; refusing a quantized tensor with an empty dimension");
       return;
     }
     std::vector<uint64_t> want(sh.begin(), sh.end() - 1);
@@ -356,7 +365,7 @@ class PairingCheck {
   void check_stray(const ModelTensor& t) {
     bool is_scale_inv = ends_with(t.name, ".weight_scale_inv");
     if (!is_scale_inv && !ends_with(t.name, ".scale")) {
-      check_profile_stray(t);
+      if (!check_profile_stray(t)) check_unknown_layout(t);
       return;
     }
     std::string base = is_scale_inv ? strip(t.name, "_scale_inv") : strip(t.name, ".scale");
@@ -369,8 +378,32 @@ class PairingCheck {
              t.type + " scale " + shape_to_string(t.shape) + " belongs to no FP8/MXFP4 weight: " + why);
   }
 
-  void check_profile_stray(const ModelTensor& t) {
-    if (s_.profile.empty()) return;
+  // A tensor no rule claimed whose name says it is quantization data (a scale, a zero point,
+  // packed codes) of a layout the detected profile does not describe: an NVFP4 checkpoint
+  // without its config (U8 weights, F8_E4M3 weight_scale, F32 weight_scale_2), an asymmetric
+  // scheme's weight_zero_point. Copied as a plain tensor it would leave its weight wrong or
+  // undecodable, so it is refused, never guessed at.
+  void check_unknown_layout(const ModelTensor& t) {
+    static constexpr std::string_view kQuantData[] = {
+        ".weight_scale",  ".weight_scale_2",    ".weight_zero_point", ".weight_global_scale", ".weight_packed",
+        ".weight_shape",  ".weight_g_idx",      ".input_scale",       ".input_zero_point",    ".input_global_scale",
+        ".activation_scale", ".qscale_weight",  ".qscale_act",        ".qweight",             ".qzeros",
+        ".scales",        ".g_idx",             "_blocks",            "_scales"};
+    for (std::string_view suffix : kQuantData) {
+      if (!ends_with(t.name, suffix)) continue;
+      const std::string profile = s_.profile.empty() ? std::string("no quantization profile applies (") +
+                                                           s_.config_file + " describes no quantization)"
+                                                     : "quantization profile " + s_.profile + " has no such tensor";
+      f_.error("QUANT_LAYOUT_UNKNOWN", file(t), t.name, t.offset,
+               t.type + " tensor " + shape_to_string(t.shape) + " is quantization data (" + std::string(suffix) +
+                   ") of a layout " + profile + "; refusing to copy it as a plain tensor or to guess its arithmetic");
+      return;
+    }
+  }
+
+  // True when `t` was reported as a stray scale of the profile.
+  bool check_profile_stray(const ModelTensor& t) {
+    if (s_.profile.empty()) return false;
     std::vector<std::string> suffixes = s_.dropped;
     for (const auto& r : s_.scales) suffixes.push_back(r.suffix);
     for (const auto& suffix : suffixes) {
@@ -382,8 +415,9 @@ class PairingCheck {
       f_.error("SCALE_STRAY", file(t), t.name, t.offset,
                t.type + " scale " + shape_to_string(t.shape) + " belongs to no quantized weight (profile " +
                    s_.profile + "): " + why);
-      return;
+      return true;
     }
+    return false;
   }
 
   const ModelView& view_;

@@ -5,6 +5,7 @@
 
 #include "formats/checkpoint.h"
 #include "formats/json.h"
+#include "model/module_pattern.h"
 #include "model/quant_config.h"
 
 namespace ckpt {
@@ -61,6 +62,17 @@ struct Profile {
     bool quant_only = false;  // the file describes only the quantization (not copied once gone)
   };
   std::optional<Side> side;
+  // Config members that change the arithmetic and that ckptkit implements only for some values
+  // (compressed-tensors' symmetric, num_bits, type, dynamic, actorder...): any other value, or
+  // an object with more members than one (config_groups), is refused naming the member.
+  struct Requirement {
+    std::string key;
+    std::vector<std::string> allowed;  // compact JSON texts; empty: any value
+    bool absent_ok = true;
+    std::optional<size_t> max_members;  // an object with at most this many members
+    std::string why;
+  };
+  std::vector<Requirement> requires_;
 };
 
 // Where a profile's config paths are read: config.json itself, or a side file through the
@@ -186,6 +198,22 @@ Profile parse_profile(const EmbeddedQuantProfile& p) {
         }
     }
   }
+  if (auto reqs = json_get(root, "requires")) {
+    simdjson::dom::array arr;
+    if (!reqs->get_array().get(arr))
+      for (auto r : arr) {
+        Profile::Requirement q;
+        q.key = str(r, "key");
+        q.why = str(r, "why");
+        bool b = true;
+        if (auto a = json_get(r, "absent_ok"); a && !a->get_bool().get(b)) q.absent_ok = b;
+        if (auto m = json_int(r, "max_members")) q.max_members = static_cast<size_t>(*m);
+        simdjson::dom::array allowed;
+        if (auto a = json_get(r, "allowed"); a && !a->get_array().get(allowed))
+          for (auto v : allowed) q.allowed.push_back(json_to_string(v));
+        out.requires_.push_back(std::move(q));
+      }
+  }
   out.scheme.dropped = strings(root, "dropped");
   out.scheme.exclusion_key = str(root, "exclusion_key");
   return out;
@@ -250,7 +278,35 @@ bool read_block(const Source& src, const std::string& key, QuantScheme& s, std::
   return true;
 }
 
+// Every requirement of the profile holds in `src`; else `error` names the member, its value
+// and what ckptkit implements.
+bool requirements_hold(const Profile& p, const Source& src, std::string& error) {
+  for (const auto& q : p.requires_) {
+    auto v = src.get(q.key);
+    const std::string value = v ? json_to_string(*v) : std::string();
+    std::string problem;
+    if (!v) {
+      if (!q.absent_ok) problem = "absent";
+    } else if (q.max_members) {
+      simdjson::dom::object obj;
+      if (!v->get_object().get(obj) && obj.size() > *q.max_members)
+        problem = "an object of " + std::to_string(obj.size()) + " members, where ckptkit reads at most " +
+                  std::to_string(*q.max_members);
+    } else if (!q.allowed.empty() && std::find(q.allowed.begin(), q.allowed.end(), value) == q.allowed.end()) {
+      std::string allowed;
+      for (const auto& a : q.allowed) allowed += (allowed.empty() ? "" : " or ") + a;
+      problem = value + ", where ckptkit implements only " + allowed;
+    }
+    if (problem.empty()) continue;
+    error = "quantization profile " + p.scheme.profile + ": " + src.name(q.key) + " is " + problem +
+            (q.why.empty() ? "" : " (" + q.why + ")") + "; refusing to convert arithmetic it does not implement";
+    return false;
+  }
+  return true;
+}
+
 bool resolve(const Profile& p, const Source& src, QuantScheme& s, std::string& error) {
+  if (!requirements_hold(p, src, error)) return false;
   s = p.scheme;
   s.config_file = src.file;
   s.quant_method = src.get_string("quantization_config.quant_method").value_or("");
@@ -282,6 +338,12 @@ bool resolve(const Profile& p, const Source& src, QuantScheme& s, std::string& e
           std::string_view x;
           if (!item.get_string().get(x)) s.excluded.emplace_back(x);
         }
+    }
+  for (const auto& e : s.excluded)
+    if (auto problem = module_pattern_problem(e)) {
+      error = s.exclusion_source + " entry " + json_quote(e) + " cannot be evaluated (" + *problem +
+              "; see model/module_pattern.h for what is); refusing to guess which modules it leaves unquantized";
+      return false;
     }
   return true;
 }
@@ -383,42 +445,9 @@ bool detect_quant_scheme(const QuantConfigInputs& in, QuantScheme& out, QuantDet
   return true;
 }
 
-namespace {
-
-bool glob_match(std::string_view pat, std::string_view s) {
-  size_t p = 0, i = 0, star = std::string_view::npos, mark = 0;
-  while (i < s.size()) {
-    if (p < pat.size() && (pat[p] == '?' || pat[p] == s[i])) {
-      ++p;
-      ++i;
-    } else if (p < pat.size() && pat[p] == '*') {
-      star = p++;
-      mark = i;
-    } else if (star != std::string_view::npos) {
-      p = star + 1;
-      i = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pat.size() && pat[p] == '*') ++p;
-  return p == pat.size();
-}
-
-}  // namespace
-
 bool module_excluded(const QuantScheme& s, std::string_view name) {
-  for (const std::string& e : s.excluded) {
-    if (e.empty() || e.starts_with("re:")) continue;
-    if (e.find_first_of("*?") != std::string::npos) {
-      if (glob_match(e, name)) return true;
-      continue;
-    }
-    for (size_t at = name.find(e); at != std::string_view::npos; at = name.find(e, at + 1)) {
-      const size_t end = at + e.size();
-      if ((at == 0 || name[at - 1] == '.') && (end == name.size() || name[end] == '.')) return true;
-    }
-  }
+  for (const std::string& e : s.excluded)
+    if (module_pattern_matches(e, name)) return true;
   return false;
 }
 

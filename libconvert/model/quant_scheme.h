@@ -110,11 +110,9 @@ QuantConfigInputs quant_config_inputs(const Checkpoint& ck);
 bool detect_quant_scheme(const Checkpoint& ck, QuantScheme& out, QuantDetectError& error);
 
 // True when module `name` (a weight's name without its suffix) is one the exclusion list
-// leaves unquantized: an entry with '*' (any run of characters, dots included: ModelOpt's
-// fnmatch patterns) or '?' matches the whole name; any other entry matches whole dotted
-// components ("lm_head" matches "lm_head" and "model.lm_head", "mlp.gate" matches
-// "model.layers.0.mlp.gate" but not "...mlp.gate_proj"). "re:" entries (compressed-tensors
-// regexes) are not evaluated.
+// leaves unquantized, each entry matched as the tool that wrote it matches it
+// (model/module_pattern.h: "re:" regexes, fnmatch globs, whole dotted components). An entry
+// that cannot be evaluated is refused when the scheme is detected (QUANT_PROFILE_UNKNOWN).
 bool module_excluded(const QuantScheme& s, std::string_view name);
 
 // Names of every embedded quantization profile, sorted.

@@ -13,10 +13,11 @@ namespace {
 
 constexpr std::string_view kIgnoredLayers = "ignored_layers";
 constexpr std::string_view kNotConvert = "modules_to_not_convert";
-// quantization_config members the rewrite sets or defaults, in the order missing ones
-// are appended.
-constexpr std::array<std::string_view, 7> kQuantKeys = {
-    "quant_method", "activation_scheme", "fmt", "scale_fmt", "weight_block_size", kIgnoredLayers, kNotConvert};
+// quantization_config members the rewrite sets, in the order missing ones are appended: the
+// two module lists (what this conversion left in BF16). Every other member is the input's,
+// never invented: a default scale_fmt "ue8m0" or weight_block_size [128, 128] would tell
+// loaders the checkpoint holds E8M0 block scales it never had.
+constexpr std::array<std::string_view, 2> kQuantKeys = {kIgnoredLayers, kNotConvert};
 
 void append_unique(std::vector<std::string>& list, std::string_view name) {
   if (std::find(list.begin(), list.end(), name) == list.end()) list.emplace_back(name);
@@ -81,8 +82,9 @@ bool plan_quant(simdjson::dom::element root, const ConfigRewriteInput& in, Quant
   return true;
 }
 
-// The input's members in their order with the edited ones substituted, then the
-// members it lacked, defaulted as QW does (its defaults are V4's values).
+// The input's members in their order with the edited ones substituted, then the module
+// lists it lacked. QW also defaults activation_scheme, fmt, scale_fmt and weight_block_size
+// to V4's values when absent; ckptkit does not invent them (V4 inputs have all four).
 void write_quant(JsonPrettyWriter& w, const QuantPlan& plan) {
   std::array<bool, kQuantKeys.size()> seen{};
   auto write_member = [&](std::string_view key, std::optional<simdjson::dom::element> value) {
@@ -91,15 +93,6 @@ void write_quant(JsonPrettyWriter& w, const QuantPlan& plan) {
     else if (key == kIgnoredLayers) w.string_array(plan.ignored_layers);
     else if (key == kNotConvert) w.string_array(plan.not_convert);
     else if (value) w.element(*value);
-    else if (key == "activation_scheme") w.string("dynamic");
-    else if (key == "fmt") w.string("e4m3");
-    else if (key == "scale_fmt") w.string("ue8m0");
-    else if (key == "weight_block_size") {
-      w.begin_array();
-      w.int64(128);
-      w.int64(128);
-      w.end_array();
-    }
   };
   w.begin_object();
   simdjson::dom::object obj;
@@ -261,9 +254,12 @@ bool rewrite_config(std::string_view input_json, const ConfigRewriteInput& in, s
     w.key("expert_dtype");
     w.string(in.expert_dtype);
   }
-  if (keep_quant && !plan.input && !in.keep_quant_config_verbatim) {
-    w.key("quantization_config");
-    write_quant(w, plan);
+  if (keep_quant && !plan.input) {
+    // Quantized tensors left but nothing describing them: writing a quantization_config
+    // would invent one (which method, which scale format, which block).
+    error = "config.json: the output keeps quantized tensors (FP8 or MXFP4) but the input has no "
+            "quantization_config to keep; refusing to invent one";
+    return false;
   }
   finish_document(w, has_conversion, in, output_json);
   return true;

@@ -209,6 +209,37 @@ void add_fused_tensors(const ConversionPlan& plan, size_t index, std::vector<Wri
   }
 }
 
+// What an output tensor is made of, for messages: "input tensor X of F (copied)", "input
+// tensor X_blocks of F (dequantized)", "a fused INT8-shift tensor".
+std::string output_source(const ModelView& view, const PlannedTensor& t) {
+  if (t.input == SIZE_MAX) return "a fused INT8-shift tensor";
+  const ModelTensor& in = view.tensors[t.input];
+  return "input tensor " + in.name + " of " + view.files[in.file] +
+         (t.action == TensorAction::copy ? " (copied)" : " (dequantized)");
+}
+
+// Output names are unique across the whole output, not only within a shard: a gpt-oss
+// X_blocks dequantized to X in one shard and a tensor X copied in another would write X twice
+// (and the output's own index and validation would fail). Finding names both sources.
+bool check_output_names(const ModelView& view, const ConversionPlan& plan, Findings& f) {
+  std::unordered_map<std::string_view, std::pair<size_t, size_t>> seen;  // name -> shard, entry
+  bool ok = true;
+  for (size_t s = 0; s < plan.shards.size(); ++s) {
+    const PlannedShard& shard = plan.shards[s];
+    for (size_t k = 0; k < shard.writer_tensors.size(); ++k) {
+      auto [at, fresh] = seen.emplace(shard.writer_tensors[k].name, std::pair{s, k});
+      if (fresh) continue;
+      const PlannedShard& first = plan.shards[at->second.first];
+      f.error("CONVERT_PLAN", shard.name, shard.writer_tensors[k].name, std::nullopt,
+              "two output tensors would be named " + shard.writer_tensors[k].name + ": " +
+                  output_source(view, first.tensors[at->second.second]) + " and " +
+                  output_source(view, shard.tensors[k]) + "; the output would hold the name twice");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 bool plan_shard(const LoadedModel& in, const ConversionPlan& plan, uint32_t file,
                 const std::vector<PlannedTensor>& fate, const std::vector<uint8_t>& dropped, PlannedShard& shard,
                 Findings& f) {
@@ -240,9 +271,10 @@ bool plan_shard(const LoadedModel& in, const ConversionPlan& plan, uint32_t file
       ++shard.dequantized_experts;
     }
     shard.writer_tensors.push_back(WriterTensor{name, convert ? Dtype::BF16 : *t.dtype, shape, 0, 0});
-    if (!by_name.emplace(name, fate[i]).second) {
+    if (auto [at, fresh] = by_name.emplace(name, fate[i]); !fresh) {
       f.error("CONVERT_PLAN", shard.name, name, std::nullopt,
-              "two output tensors would be named " + name + " (a dequantized " + t.name + " and another tensor)");
+              "two output tensors would be named " + name + ": " + output_source(view, at->second) + " and " +
+                  output_source(view, fate[i]) + ", both in " + shard.name);
       return false;
     }
     (convert ? shard.converted : shard.copied) += 1;
@@ -337,6 +369,7 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
     plan.shards.emplace_back();
     if (!plan_shard(in, plan, file, fate, dropped, plan.shards.back(), findings)) return false;
   }
+  if (!check_output_names(in.view, plan, findings)) return false;
   add_totals(in.view, plan);  // before the side files: output_has_fp8 decides hf_quant_config.json's fate
   if (!list_side_files(in.checkpoint, plan, findings)) return false;
   plan.source_structure_sha256 = structure_hash_of(in.view);

@@ -74,9 +74,9 @@ void note_out_of_range(TensorScanResult& r, uint64_t element, int64_t value, int
 // The tensor's ValueRule over whole elements of one step; `first` is the step's first element.
 void check_rule(const ModelTensor& t, ValueRule rule, std::span<const uint8_t> bytes, uint64_t first,
                 TensorScanResult& r) {
-  if (rule.kind == ValueRule::fp8_scale_exponent && t.dtype == Dtype::F8_E8M0) {
-    for (size_t i = 0; i < bytes.size(); ++i)
-      if (bytes[i] != 0xFF && (bytes[i] < 3 || bytes[i] > 246)) note_out_of_range(r, first + i, bytes[i], 0);
+  if (rule.kind == ValueRule::scale && t.dtype) {
+    r.scale_encoding = rule.encoding;
+    check_scale_values(rule.encoding, *t.dtype, bytes, first, r.scales);
   } else if (rule.kind == ValueRule::expert_id && (t.dtype == Dtype::I64 || t.dtype == Dtype::I32)) {
     const size_t size = t.dtype == Dtype::I64 ? 8 : 4;
     for (size_t i = 0; i + size <= bytes.size(); i += size) {
@@ -182,29 +182,77 @@ std::string element_text(const ModelTensor& t, uint64_t element) {
   return text;
 }
 
+uint64_t element_offset(const ModelTensor& t, uint64_t element) {
+  return t.offset + element * (t.dtype ? std::max<uint32_t>(1, dtype_bits(*t.dtype) / 8) : 1);
+}
+
+// An FP8 weight's E8M0 exponents outside 3..246 (both ends of the exact range, the rule's
+// overflows_bf16 and inexact_bf16), one finding as before the rule existed.
+void report_fp8_exponent_range(const std::string& file, const ModelTensor& t, const ScaleCheck& c, Findings& f) {
+  const auto& over = c.of(ScaleProblem::overflows_bf16);
+  const auto& under = c.of(ScaleProblem::inexact_bf16);
+  if (!over.count && !under.count) return;
+  const auto& first = !under.count || (over.count && over.first < under.first) ? over : under;
+  const int64_t b = static_cast<int64_t>(first.value);
+  f.error("FP8_SCALE_RANGE", file, t.name, element_offset(t, first.first),
+          (t.dtype == Dtype::U8 ? "U8 (E8M0) scale '" : "F8_E8M0 scale '") + t.name + "' holds " + count_text(over.count + under.count, "exponents") +
+              " outside -124..119 (bytes 3..246), where FP8 x E8M0 is exact in BF16 (below: subnormal rounding; "
+              "above: overflow); first at " + element_text(t, first.first) + ": byte " + std::to_string(b) +
+              " = 2^" + std::to_string(b - 127));
+}
+
+// What the scale rule refuses (numerics/scale_rule.h), as convert would refuse it. NaN codes
+// of an F8_E8M0 tensor are E8M0_RESERVED already (the dtype's own scan); FP8 E8M0 overflow is
+// in FP8_SCALE_RANGE.
+void report_scale_findings(const ModelView& view, const ModelTensor& t, const TensorScanResult& r, Findings& f) {
+  const std::string& file = view.files[t.file];
+  const ScaleCheck& c = r.scales;
+  const bool fp8_e8m0 = r.scale_encoding == ScaleEncoding::fp8_e8m0;
+  if (fp8_e8m0) report_fp8_exponent_range(file, t, c, f);
+  ScaleCheck refused;
+  for (size_t p = 0; p < c.by_problem.size(); ++p) {
+    const auto problem = static_cast<ScaleProblem>(p);
+    if (!scale_problem_refused(problem)) continue;
+    if (problem == ScaleProblem::nan && t.dtype == Dtype::F8_E8M0) continue;
+    if (problem == ScaleProblem::overflows_bf16 && fp8_e8m0) continue;
+    refused.by_problem[p] = c.by_problem[p];
+  }
+  const ScaleProblem first = refused.first_refused();
+  if (first == ScaleProblem::none) return;
+  const auto& tally = refused.of(first);
+  const bool nan_code = first == ScaleProblem::nan && r.scale_encoding != ScaleEncoding::fp8_multiplier;
+  f.error(nan_code ? "E8M0_RESERVED" : "SCALE_INVALID", file, t.name, element_offset(t, tally.first),
+          t.type + " scale '" + t.name + "' holds " + count_text(refused.refused(), "values") +
+              " that convert refuses (NaN, not finite, not positive, or a largest product beyond BF16); first at " +
+              element_text(t, tally.first) + ", which " + scale_problem_text(r.scale_encoding, first, tally.value));
+}
+
 void report_range_findings(const ModelView& view, const ModelTensor& t, const TensorScanResult& r, Findings& f) {
+  report_scale_findings(view, t, r, f);
   if (!r.out_of_range) return;
   const std::string& file = view.files[t.file];
   const uint64_t element = *r.first_out_of_range;
-  const uint64_t esize = t.dtype ? std::max<uint32_t>(1, dtype_bits(*t.dtype) / 8) : 1;
-  const uint64_t offset = t.offset + element * esize;
-  if (t.dtype == Dtype::F8_E8M0) {
-    const int64_t b = r.first_out_of_range_value;
-    f.error("FP8_SCALE_RANGE", file, t.name, offset,
-            "F8_E8M0 scale '" + t.name + "' holds " + count_text(r.out_of_range, "exponents") +
-                " outside -124..119 (bytes 3..246), where FP8 x E8M0 is exact in BF16 (below: subnormal rounding; "
-                "above: overflow); first at " + element_text(t, element) + ": byte " + std::to_string(b) +
-                " = 2^" + std::to_string(b - 127));
-  } else {
-    f.error("EXPERT_ID_RANGE", file, t.name, offset,
-            t.type + " routing table '" + t.name + "' holds " + count_text(r.out_of_range, "expert ids") +
-                " outside [0, " + std::to_string(r.range_limit) +
-                ") (n_routed_experts); first at " + element_text(t, element) + ": " +
-                std::to_string(r.first_out_of_range_value));
-  }
+  f.error("EXPERT_ID_RANGE", file, t.name, element_offset(t, element),
+          t.type + " routing table '" + t.name + "' holds " + count_text(r.out_of_range, "expert ids") +
+              " outside [0, " + std::to_string(r.range_limit) + ") (n_routed_experts); first at " +
+              element_text(t, element) + ": " + std::to_string(r.first_out_of_range_value));
 }
 
 }  // namespace
+
+void add_scale_rules(const ModelView& view, const std::vector<Fp8Pair>& pairs,
+                     const std::vector<Mxfp4BlocksPair>& blocks, std::vector<ValueRule>& rules) {
+  rules.resize(view.tensors.size());
+  for (const auto& p : pairs)
+    rules[p.scale] = ValueRule{ValueRule::scale, 0,
+                               p.f32_scale ? ScaleEncoding::fp8_multiplier : ScaleEncoding::fp8_e8m0};
+  for (const auto& b : blocks) rules[b.scales] = ValueRule{ValueRule::scale, 0, ScaleEncoding::mxfp4_e8m0};
+  for (const auto& t : view.tensors) {
+    if (t.type != "I8" || !is_mxfp4_expert_name(t.name)) continue;
+    if (const ModelTensor* s = view.find(t.name.substr(0, t.name.size() - 7) + ".scale"))
+      rules[static_cast<size_t>(s - view.tensors.data())] = ValueRule{ValueRule::scale, 0, ScaleEncoding::mxfp4_e8m0};
+  }
+}
 
 uint64_t scan_total_bytes(const ModelView& view, const ScanRequest& req) {
   uint64_t total = 0;

@@ -17,6 +17,8 @@
 
 #include "core/findings.h"
 #include "formats/model_view.h"
+#include "model/pairing.h"
+#include "numerics/scale_rule.h"
 
 namespace ckpt {
 
@@ -26,13 +28,21 @@ inline constexpr uint64_t kScanStepBytes = 1u << 20;
 struct ValueRule {
   enum Kind : uint8_t {
     none,
-    fp8_scale_exponent,  // the E8M0 scale of an F8_E4M3 weight: bytes 3..246 (2^−124 .. 2^119),
-                         // where every product is exact in BF16 (0xFF is reported as NaN)
-    expert_id,           // an integer routing table (tid2eid): every value in [0, limit)
+    scale,      // a scale of a quantized weight, read as `encoding`: numerics/scale_rule.h, the
+                // rule convert applies before it multiplies (FP8 E8M0 exponents outside 3..246
+                // are FP8_SCALE_RANGE, other refused values SCALE_INVALID)
+    expert_id,  // an integer routing table (tid2eid): every value in [0, limit)
   };
   Kind kind = none;
   int64_t limit = 0;
+  ScaleEncoding encoding = ScaleEncoding::fp8_e8m0;
 };
+
+// The scale rules of a safetensors checkpoint's quantized weights as pairing found them (FP8
+// pairs, gpt-oss MXFP4 blocks) plus the E8M0 scale of every DeepSeek-V4 MXFP4 expert weight
+// (I8 *.ffn.experts.N.wK.weight), set in `rules` (one per view tensor).
+void add_scale_rules(const ModelView& view, const std::vector<Fp8Pair>& pairs,
+                     const std::vector<Mxfp4BlocksPair>& blocks, std::vector<ValueRule>& rules);
 
 struct TensorScanResult {
   bool scanned = false;
@@ -45,6 +55,8 @@ struct TensorScanResult {
   std::optional<uint64_t> first_out_of_range;  // element index in the tensor
   int64_t first_out_of_range_value = 0;
   int64_t range_limit = 0;                     // the rule's limit (expert_id)
+  ScaleCheck scales;                           // a scale rule's tally
+  ScaleEncoding scale_encoding = ScaleEncoding::fp8_e8m0;
   std::string io_error;               // set when reading the tensor failed
 };
 
@@ -68,7 +80,7 @@ void scan_model(const ModelView& view, const ScanRequest& request, std::vector<T
                 std::vector<FileScanResult>& files, Findings& findings);
 
 // Turns scan counts into findings (DATA_NAN, DATA_INF, FP8_NAN_CODE, E8M0_RESERVED,
-// FP8_SCALE_RANGE, EXPERT_ID_RANGE, ...).
+// FP8_SCALE_RANGE, SCALE_INVALID, EXPERT_ID_RANGE, ...).
 void report_value_findings(const ModelView& view, const std::vector<TensorScanResult>& results, Findings& f);
 
 // IO_READ findings for files or tensors whose bytes could not be read.

@@ -55,8 +55,8 @@ std::vector<bool> claim_partition(const ValidateOptions& options, ValidationRepo
   return mine;
 }
 
-// The value ranges of deepseek-v4.md §10.6, read on the --deep pass: the E8M0 scale of every
-// FP8 weight (exponents where the product is exact), and hash-routing tables (`*.tid2eid`)
+// The value ranges of deepseek-v4.md §10.6, read on the --deep pass: every scale convert would
+// multiply by, under the scale rule convert applies (numerics/scale_rule.h), and hash-routing tables (`*.tid2eid`)
 // against config.json's n_routed_experts.
 std::vector<ValueRule> value_rules(const LoadedModel& model, const std::string& profile) {
   const ModelView& view = model.view;
@@ -64,9 +64,9 @@ std::vector<ValueRule> value_rules(const LoadedModel& model, const std::string& 
   if (model.format != ModelFormat::safetensors) return rules;
   Findings already_reported;  // pairing problems are the profile checks' to report
   std::vector<Fp8Pair> pairs;
-  check_fp8_pairing(view, pairing_options_for(model, profile, already_reported), already_reported, &pairs);
-  for (const auto& p : pairs)
-    if (!p.f32_scale) rules[p.scale] = ValueRule{ValueRule::fp8_scale_exponent, 0};
+  std::vector<Mxfp4BlocksPair> blocks;
+  check_fp8_pairing(view, pairing_options_for(model, profile, already_reported), already_reported, &pairs, &blocks);
+  add_scale_rules(view, pairs, blocks, rules);  // the scale rule convert applies (numerics/scale_rule.h)
   std::optional<int64_t> experts;
   if (model.checkpoint.config) experts = json_int(model.checkpoint.config->root(), "n_routed_experts");
   if (experts && *experts > 0)

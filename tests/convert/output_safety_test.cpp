@@ -235,8 +235,8 @@ TEST(Convert, ShardNamesOfNameMaxBytesConvert) {
   EXPECT_NE(r.out.find("wrote 0 shards (2 already done)"), std::string::npos) << r.out;
 }
 
-// 2^127 · |w| is beyond BF16 for every |w| >= 2: refused with tensor, element and byte,
-// as the MXFP4 path refuses the same overflow; nothing at the shard's final name.
+// 2^127 · |w| is beyond BF16 for every |w| >= 2: refused naming the scale, its element and
+// byte, as the MXFP4 path refuses the same overflow; nothing at the shard's final name.
 TEST(Convert, Fp8OverflowIsAnErrorNamingTensorAndElement) {
   test::TempDir tmp;
   const std::string in = tmp.str("in");
@@ -262,10 +262,13 @@ TEST(Convert, Fp8OverflowIsAnErrorNamingTensorAndElement) {
   auto r = convert_checkpoint(o);
   EXPECT_EQ(r.status, ConvertStatus::input_error);
   const std::string text = describe(r.findings);
-  const std::string where = "element " + std::to_string(first) + " (row " + std::to_string(first / 256) +
-                            ", column " + std::to_string(first % 256) + ")";
-  EXPECT_NE(text.find("tensor layers.0.attn.wq_a.weight: " + where), std::string::npos) << text;
-  EXPECT_NE(text.find("refusing to write inf"), std::string::npos) << text;
+  // The scale rule (numerics/scale_rule.h) refuses the scale itself, before any weight is read:
+  // 448 x 2^127 is beyond BF16, whichever codes its block holds.
+  EXPECT_NE(text.find("scale layers.0.attn.wq_a.scale at row 0, block 1 (byte " + std::to_string(scale_at) +
+                      "), used by layers.0.attn.wq_a.weight"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("beyond BF16's largest finite value"), std::string::npos) << text;
   EXPECT_FALSE(fs::exists(tmp.str("out/model-00002-of-00007.safetensors")));
 }
 

@@ -232,31 +232,31 @@ TEST(ConfigRewrite, Fp8LeftKeepsQuantizationConfig) {
   ASSERT_TRUE(doc.parse(out, err));
   auto qc = *json_get(doc.root(), "quantization_config");
   EXPECT_EQ(json_string(qc, "quant_method"), "fp8");
-  EXPECT_EQ(json_string(qc, "scale_fmt"), "ue8m0");  // QW's default, appended after the input's keys
+  EXPECT_FALSE(json_get(qc, "scale_fmt").has_value());  // not QW's default: dsv3's scales are F32
   EXPECT_EQ(strings_at(qc, "/ignored_layers"), qw_bf16_modules());
 }
 
-TEST(ConfigRewrite, DefaultsAndAppendedKeys) {
+// QW defaults activation_scheme, fmt, scale_fmt and weight_block_size when absent; ckptkit
+// appends only the two module lists and refuses to write a quantization_config the input lacks.
+TEST(ConfigRewrite, AppendsOnlyTheModuleListsAndNeverInventsAQuantizationConfig) {
   auto in = v4_keep_input();
-  std::string out = rewrite_ok(R"({"model_type":"deepseek_v4","torch_dtype":"float32"})", in);
+  std::string out, err;
+  EXPECT_FALSE(rewrite_config(R"({"model_type":"deepseek_v4","torch_dtype":"float32"})", in, out, err));
+  EXPECT_NE(err.find("refusing to invent one"), std::string::npos) << err;
+  out = rewrite_ok(R"({"model_type":"deepseek_v4","torch_dtype":"float32","quantization_config":{"quant_method":"fp8"}})", in);
   JsonDoc doc;
-  std::string err;
   ASSERT_TRUE(doc.parse(out, err));
   EXPECT_EQ(keys_of(doc.root()),
             (std::vector<std::string>{"model_type", "torch_dtype", "quantization_config", "ckptkit_conversion"}));
   EXPECT_EQ(json_string(doc.root(), "torch_dtype"), "bfloat16");
   auto qc = *json_get(doc.root(), "quantization_config");
-  EXPECT_EQ(keys_of(qc), (std::vector<std::string>{"quant_method", "activation_scheme", "fmt", "scale_fmt",
-                                                    "weight_block_size", "ignored_layers", "modules_to_not_convert"}));
-  EXPECT_EQ(json_string(qc, "activation_scheme"), "dynamic");
-  EXPECT_EQ(json_string(qc, "fmt"), "e4m3");
-  EXPECT_EQ(json_int_array(qc, "weight_block_size"), (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(keys_of(qc), (std::vector<std::string>{"quant_method", "ignored_layers", "modules_to_not_convert"}));
 
   // A missing torch_dtype is appended before the conversion record.
-  out = rewrite_ok(R"({"model_type":"x"})", in);
+  out = rewrite_ok(R"({"model_type":"x","quantization_config":{"quant_method":"fp8"}})", in);
   ASSERT_TRUE(doc.parse(out, err));
   EXPECT_EQ(keys_of(doc.root()),
-            (std::vector<std::string>{"model_type", "torch_dtype", "quantization_config", "ckptkit_conversion"}));
+            (std::vector<std::string>{"model_type", "quantization_config", "torch_dtype", "ckptkit_conversion"}));
 }
 
 TEST(ConfigRewrite, KeepsInputModulesAndWeightBlockSize) {
@@ -270,8 +270,7 @@ TEST(ConfigRewrite, KeepsInputModulesAndWeightBlockSize) {
   ASSERT_TRUE(doc.parse(out, err));
   auto qc = *json_get(doc.root(), "quantization_config");
   EXPECT_EQ(keys_of(qc), (std::vector<std::string>{"quant_method", "weight_block_size", "ignored_layers",
-                                                    "modules_to_not_convert", "extra", "activation_scheme", "fmt",
-                                                    "scale_fmt"}));
+                                                    "modules_to_not_convert", "extra"}));
   EXPECT_EQ(json_string(qc, "quant_method"), "fp8");
   EXPECT_EQ(json_int_array(qc, "weight_block_size"), (std::vector<int64_t>{32, 32}));  // read, never assumed
   auto want = qw_bf16_modules();
