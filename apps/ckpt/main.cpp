@@ -248,7 +248,9 @@ Outcome run_synth(const SynthArgs& a) {
   std::string error = ckpt::synth_target_problem(a.out, a.overwrite);
   if (!error.empty()) return ckptcli::usage_error(kSynth, error);
   auto size = a.sparse ? ckpt::SynthSize::sparse : ckpt::SynthSize::tiny;
-  if (!ckpt::synth_deepseek_v4_flash_0731(a.out, size, a.seed, error, a.overwrite)) {
+  Outcome failed = Outcome::io;
+  if (!ckpt::synth_deepseek_v4_flash_0731(a.out, size, a.seed, error, a.overwrite, &failed)) {
+    if (failed == Outcome::usage) return ckptcli::usage_error(kSynth, error);  // refused under the lock
     ckptcli::print_error(kSynth, "IO_WRITE", a.out, error);
     return Outcome::io;
   }

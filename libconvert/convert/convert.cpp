@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -21,8 +22,10 @@
 #include "convert/records.h"
 #include "convert/shard_writer.h"
 #include "formats/json.h"
+#include "formats/model_files.h"
 #include "io/atomic_file.h"
 #include "io/hash.h"
+#include "io/output_file.h"
 #include "formats/json_writer.h"
 
 namespace ckpt {
@@ -42,9 +45,18 @@ bool is_inside(const fs::path& child, const fs::path& parent) {
   return !rel.empty() && *rel.begin() != "..";
 }
 
-// OUT may not be IN, inside IN, or contain IN; a non-empty OUT needs --resume or --overwrite
-// (or is shared by partitions); and an OUT holding a checkpoint ckptkit did not write is
-// never written into, whatever the flags (IN and OUT swapped must not destroy the original).
+bool check_out_contents(const ConvertOptions& o, ConvertReport& r);
+
+// Every file convert creates in OUT is no more readable than IN's files (io/output_file.h).
+mode_t output_mode_for(const std::string& input) {
+  InputSet inputs;
+  inputs.add_checkpoint(input);
+  return inputs.output_mode();
+}
+
+// OUT may not be IN, inside IN, or contain IN, nor an existing file; then what OUT holds
+// (check_out_contents), checked here only to refuse early, before IN is read and without
+// creating anything in OUT: the check that decides is made again under OUT's lock.
 bool check_paths(const ConvertOptions& o, ConvertReport& r) {
   std::error_code ec;
   fs::path in = fs::weakly_canonical(o.input, ec), out = fs::weakly_canonical(o.output, ec);
@@ -57,7 +69,15 @@ bool check_paths(const ConvertOptions& o, ConvertReport& r) {
     fail(r, ConvertStatus::usage_error, "CONVERT_PATHS", o.output, o.output + " exists and is not a directory");
     return false;
   }
-  if (o.dry_run || !fs::is_directory(out, ec) || !out_has_content(o.output)) return true;
+  return check_out_contents(o, r);
+}
+
+// A non-empty OUT needs --resume or --overwrite (or is shared by partitions); an OUT holding
+// a checkpoint ckptkit did not write is never written into, whatever the flags (IN and OUT
+// swapped must not destroy the original).
+bool check_out_contents(const ConvertOptions& o, ConvertReport& r) {
+  std::error_code ec;
+  if (o.dry_run || !fs::is_directory(o.output, ec) || !out_has_content(o.output)) return true;
   auto found = checkpoint_files_in(o.output);
   if (!found.empty() && !is_ckptkit_output(o.output)) {
     std::string list;
@@ -82,9 +102,12 @@ bool check_paths(const ConvertOptions& o, ConvertReport& r) {
   return true;
 }
 
-bool read_text(const std::string& path, std::string& text) {
-  IoError err;
-  return read_input_file(path, kMaxSideJsonBytes, text, err);
+// The bytes load_model parsed `name` from (formats/checkpoint.h config_texts): the plan and
+// the rewrite see one read of the file; nullptr when it was not read.
+const std::string* config_text_of(const LoadedModel& in, const std::string& name) {
+  for (const auto& [file, text] : in.checkpoint.config_texts)
+    if (file == name) return &text;
+  return nullptr;
 }
 
 bool rewrite_input_config(const LoadedModel& in, ConvertReport& r) {
@@ -108,16 +131,19 @@ bool rewrite_input_config(const LoadedModel& in, ConvertReport& r) {
                                    r.plan.output_has_mxfp4_experts && r.plan.fused.empty();
   cri.tool_version = CKPT_VERSION;
   cri.source_structure_sha256 = r.plan.source_structure_sha256;
-  std::string text, error;
+  std::string error;
   if (r.plan.rewrites_params_json) {  // Mistral native: params.json without its quantization section
-    if (!read_text((fs::path(in.checkpoint.root) / "params.json").string(), text) ||
-        !rewrite_params_json(text, cri, r.params_json, error)) {
+    const std::string* params = config_text_of(in, "params.json");
+    if (!params) error = "its bytes were not read with the plan";
+    if (!params || !rewrite_params_json(*params, cri, r.params_json, error)) {
       fail(r, ConvertStatus::input_error, "CFG_PARSE", "params.json", "cannot rewrite params.json: " + error);
       return false;
     }
   }
-  if (!config || !read_text((fs::path(in.checkpoint.root) / "config.json").string(), text)) return true;
-  if (!rewrite_config(text, cri, r.config_json, error)) {
+  if (!config) return true;
+  const std::string* config_text = config_text_of(in, "config.json");
+  if (!config_text) error = "its bytes were not read with the plan";
+  if (!config_text || !rewrite_config(*config_text, cri, r.config_json, error)) {
     fail(r, ConvertStatus::input_error, "CFG_PARSE", "config.json", "cannot rewrite config.json: " + error);
     return false;
   }
@@ -139,14 +165,73 @@ std::string index_json(const ConversionPlan& plan) {
   return out + "\n  }\n}\n";
 }
 
-bool copy_side_file(const fs::path& from, const fs::path& to, std::string& error) {
-  if (!create_directories_durable(to.parent_path().string(), error)) return false;
-  MappedFile src;
+// A side file as the plan found it: the file its name led to then (the links the listing
+// allows followed: inside IN, or a Hub cache blob) and which file that was (device, inode).
+struct PinnedSideFile {
+  std::string rel, path;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  struct timespec ctime {};  // a file created later at a reused inode number has another
+};
+
+bool same_file(const PinnedSideFile& pin, const struct stat& st) {
+  return st.st_dev == pin.dev && st.st_ino == pin.ino && st.st_ctim.tv_sec == pin.ctime.tv_sec &&
+         st.st_ctim.tv_nsec == pin.ctime.tv_nsec;
+}
+
+// Right after the plan: each side file's target, which must still be one the listing allows
+// (formats/model_files.h), opened as an input (regular file, no symlink at the last step) and
+// known from now on by (device, inode). A name replaced later, by a link to a secret outside
+// IN or by another file, is then refused by copy_side_file instead of copied.
+bool pin_side_files(const LoadedModel& in, ConvertReport& r, std::vector<PinnedSideFile>& pins) {
+  for (const auto& rel : r.plan.side_files) {
+    const fs::path named = fs::path(in.checkpoint.root) / rel;
+    std::error_code ec;
+    PinnedSideFile pin{rel, fs::weakly_canonical(named, ec).string()};
+    if (ec || link_escapes_directory(in.checkpoint.root, pin.path)) {
+      fail(r, ConvertStatus::input_error, "LINK_ESCAPE", rel, rel + " now leads outside the checkpoint; it is not read");
+      return false;
+    }
+    IoError err;
+    const int fd = open_input_fd(pin.path, err, InputLinks::refuse);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0) {
+      if (fd >= 0) ::close(fd);
+      fail(r, ConvertStatus::io_error, "IO_OPEN", rel, "cannot open " + rel + ": " + err.message);
+      return false;
+    }
+    ::close(fd);
+    pin.dev = st.st_dev;
+    pin.ino = st.st_ino;
+    pin.ctime = st.st_ctim;
+    pins.push_back(std::move(pin));
+  }
+  return true;
+}
+
+// The pinned file, or a clear error: opened without following a link (O_NOFOLLOW), a regular
+// file, and the very file the plan listed (same device and inode, and the same ctime: an
+// inode number freed and reused by a new file is not the same file).
+bool open_pinned(const PinnedSideFile& pin, MappedFile& src, std::string& error) {
   IoError err;
-  if (!src.open(from.string(), err)) {
+  if (!src.open(pin.path, err, InputLinks::refuse)) {
     error = err.message;
     return false;
   }
+  struct stat st {};
+  if (::fstat(src.fd(), &st) != 0 || !same_file(pin, st)) {
+    error = pin.path + " is no longer the file the plan listed (device " + std::to_string(pin.dev) + ", inode " +
+            std::to_string(pin.ino) + "): it was replaced during the conversion; it is not copied";
+    return false;
+  }
+  return true;
+}
+
+bool copy_side_file(const PinnedSideFile& from, const fs::path& to, mode_t dir_mode, std::string& error) {
+  if (!create_directories_durable(to.parent_path().string(), error, dir_mode)) return false;
+  MappedFile src;
+  IoError err;
+  if (!open_pinned(from, src, error)) return false;
   AtomicOutput out(to.string());
   if (!out.open(error)) return false;
   // The copy keeps the source's permission bits: a 0600 file stays 0600.
@@ -180,7 +265,7 @@ bool write_record(const ConvertOptions& o, ShardRecord& rec, ConvertReport& r) {
   rec.partition_index = o.partition.index;
   rec.partition_count = o.partition.count;
   std::string error;
-  if (write_file_atomic(record_path(o.output, rec.shard), record_json(rec), error)) return true;
+  if (write_out_file(record_path(o.output, rec.shard), record_json(rec), r.output_mode, error)) return true;
   fail(r, ConvertStatus::io_error, "IO_WRITE", rec.shard, error);
   return false;
 }
@@ -194,6 +279,7 @@ bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport&
     if (owned[i] && !done[i]) total += r.plan.shards[i].file_bytes;
   ShardWriteOptions wo;
   wo.memory_budget = o.memory_budget;
+  wo.mode = r.output_mode;
   wo.on_progress = [&](uint64_t n) {
     written += n;
     if (o.progress) o.progress(written, total);
@@ -227,11 +313,11 @@ bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport&
   return true;
 }
 
-bool write_side_files(const ConvertOptions& o, ConvertReport& r) {
-  for (const auto& rel : r.plan.side_files) {
+bool write_side_files(const ConvertOptions& o, const std::vector<PinnedSideFile>& pins, ConvertReport& r) {
+  for (const auto& pin : pins) {
     std::string error;
-    if (!copy_side_file(fs::path(o.input) / rel, fs::path(o.output) / rel, error)) {
-      fail(r, ConvertStatus::io_error, "IO_WRITE", rel, "cannot copy " + rel + ": " + error);
+    if (!copy_side_file(pin, fs::path(o.output) / pin.rel, output_directory_mode(r.output_mode), error)) {
+      fail(r, ConvertStatus::io_error, "IO_WRITE", pin.rel, "cannot copy " + pin.rel + ": " + error);
       return false;
     }
   }
@@ -256,19 +342,19 @@ std::set<std::string> planned_files(const LoadedModel& in, const ConvertReport& 
 bool write_index_and_config(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
   std::string error;
   if (writes_index(in, r.plan)) {
-    if (!write_file_atomic((fs::path(o.output) / kIndexName).string(), index_json(r.plan), error)) {
+    if (!write_out_file((fs::path(o.output) / kIndexName).string(), index_json(r.plan), r.output_mode, error)) {
       fail(r, ConvertStatus::io_error, "IO_WRITE", kIndexName, error);
       return false;
     }
     kill_point("index written");
   }
   if (!r.config_json.empty() &&
-      !write_file_atomic((fs::path(o.output) / "config.json").string(), r.config_json, error)) {
+      !write_out_file((fs::path(o.output) / "config.json").string(), r.config_json, r.output_mode, error)) {
     fail(r, ConvertStatus::io_error, "IO_WRITE", "config.json", error);
     return false;
   }
   if (!r.params_json.empty() &&
-      !write_file_atomic((fs::path(o.output) / "params.json").string(), r.params_json, error)) {
+      !write_out_file((fs::path(o.output) / "params.json").string(), r.params_json, r.output_mode, error)) {
     fail(r, ConvertStatus::io_error, "IO_WRITE", "params.json", error);
     return false;
   }
@@ -293,7 +379,8 @@ uint64_t disk_needed(const ConvertReport& r, const std::vector<bool>& owned, con
 bool open_output(const ConvertOptions& o, const std::vector<std::string>* partition_shards, OutputLocks& locks,
                  ConvertReport& r) {
   std::string error;
-  if (!create_directories_durable(records_dir(o.output), error)) {
+  if (!create_directories_durable(o.output, error, output_directory_mode(r.output_mode)) ||
+      !create_directories_durable(records_dir(o.output), error)) {
     fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
     return false;
   }
@@ -310,35 +397,97 @@ bool open_output(const ConvertOptions& o, const std::vector<std::string>* partit
   return false;
 }
 
-// An index and config.json claim a complete output: they are removed before any shard of
-// OUT changes, and written again only when every shard is right.
+// The files of OUT this run writes: every planned file for a whole-output run or --finalize,
+// a partition's own shards otherwise.
+std::set<std::string> files_this_run_writes(const LoadedModel& in, const ConvertOptions& o, const std::vector<bool>& owned,
+                                            const ConvertReport& r) {
+  if (!o.partition.active()) return planned_files(in, r);
+  std::set<std::string> files;
+  for (size_t i = 0; i < r.plan.shards.size(); ++i)
+    if (owned[i]) files.insert(r.plan.shards[i].name);
+  return files;
+}
+
+// The files that claim a complete output: removed first, written last.
+const char* const kCompletionMarkers[] = {kIndexName, "config.json", "params.json"};
+
+// The files of OUT that earlier ckptkit runs wrote (convert/output_dir.h). OUT without a
+// manifest but with records (0.1.0, or partitions not finalized yet) also counts the index
+// and config.json as ckptkit's: a 0.1.0 run wrote them, and listed them nowhere.
+std::set<std::string> ckptkit_files(const std::string& out) {
+  std::set<std::string> files = files_written_before(out);
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(manifest_path(out), ec)) && is_ckptkit_output(out))
+    files.insert({kIndexName, "config.json"});
+  return files;
+}
+
+// A file at a name this run writes that no earlier ckptkit run wrote (neither the manifest
+// nor a record names it: your own tokenizer.json, say) is never replaced: the run is refused
+// before anything is written, naming it (docs/ckpt-convert.md "--overwrite").
+bool keeps_user_files(const LoadedModel& in, const ConvertOptions& o, const std::vector<bool>& owned, ConvertReport& r) {
+  const std::set<std::string> before = ckptkit_files(o.output);
+  std::vector<std::string> theirs;
+  for (const auto& rel : files_this_run_writes(in, o, owned, r)) {
+    std::error_code ec;
+    if (!before.count(rel) && fs::exists(fs::symlink_status(fs::path(o.output) / rel, ec))) theirs.push_back(rel);
+  }
+  if (theirs.empty()) return true;
+  std::string list;
+  for (size_t i = 0; i < theirs.size() && i < 3; ++i) list += (i ? ", " : "") + theirs[i];
+  if (theirs.size() > 3) list += " and " + std::to_string(theirs.size() - 3) + " more";
+  fail(r, ConvertStatus::usage_error, "CONVERT_OUTPUT_USER_FILE", o.output,
+       o.output + " holds " + list + ", which this conversion writes but ckptkit did not write (" + o.output +
+           "/.ckptkit/ does not list it); a file ckptkit did not write is never replaced: move it away, or choose "
+           "another output directory");
+  return false;
+}
+
+// Under OUT's lock, before anything is written, the checks that decide whether this run
+// may write OUT (made before the lock they could be stale: another run may have written OUT
+// in between): what OUT holds, its state files, and files ckptkit did not write.
+bool check_locked_output(const LoadedModel& in, const ConvertOptions& o, const std::vector<bool>& owned,
+                         ConvertReport& r) {
+  if (!check_out_contents(o, r)) return false;
+  if (std::string why = state_files_problem(o.output); !why.empty()) {
+    fail(r, ConvertStatus::io_error, "IO_NOT_REGULAR", o.output, why);
+    return false;
+  }
+  return keeps_user_files(in, o, owned, r);
+}
+
+// The files that claim a complete output (the index, config.json, Mistral's params.json),
+// as far as ckptkit wrote them, are removed before any file of OUT changes, and written again
+// only when every shard is right. (One ckptkit did not write is kept: keeps_user_files.)
 bool withdraw_completion(const ConvertOptions& o, ConvertReport& r) {
   std::string error;
-  if (remove_output_files(o.output, {kIndexName, "config.json"}, error)) return true;
+  const std::set<std::string> ours = ckptkit_files(o.output);
+  std::vector<std::string> markers;
+  for (const char* m : kCompletionMarkers)
+    if (ours.count(m)) markers.push_back(m);
+  if (remove_output_files(o.output, markers, error)) return true;
   fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
   return false;
 }
 
 // As rsync --delete, for files ckptkit wrote only. A whole-output run first lists in the
 // manifest everything OUT may hold (an interruption still knows it), then removes the files
-// and records of earlier runs that this plan does not produce. `rewrite` (--overwrite) also
-// drops the records of the shards this run owns and rewrites. A partition never removes
-// another's files: stale ones are --finalize's to remove.
-bool prune_previous(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r, const std::vector<bool>& owned,
-                    bool rewrite) {
+// and records of earlier runs that this plan does not produce. The records of the shards
+// this run rewrites stay until each is replaced by its "writing" record (an interrupted
+// partition still knows its shards as ckptkit's). A partition never removes another's
+// files: stale ones are --finalize's to remove.
+bool prune_previous(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
   std::string error;
   const bool whole = !o.partition.active();
-  std::set<std::string> planned = planned_files(in, r), before = files_written_before(o.output), rewritten;
-  for (size_t i = 0; i < r.plan.shards.size(); ++i)
-    if (owned[i] && rewrite) rewritten.insert(r.plan.shards[i].name);
+  std::set<std::string> planned = planned_files(in, r), before = files_written_before(o.output);
   std::vector<std::string> gone, records;
   for (const auto& [path, shard] : records_in(o.output))
-    if (rewritten.count(shard) || (whole && !planned.count(shard)))
+    if (whole && !planned.count(shard))
       records.push_back(fs::path(path).lexically_relative(o.output).string());
   if (whole) {
     std::set<std::string> all = before;
     all.insert(planned.begin(), planned.end());
-    if (!write_manifest(o.output, all, error)) return fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error), false;
+    if (!write_manifest(o.output, all, r.output_mode, error)) return fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error), false;
     for (const auto& f : before)
       if (!planned.count(f)) gone.push_back(f);
   }
@@ -352,23 +501,27 @@ bool prune_previous(const LoadedModel& in, const ConvertOptions& o, ConvertRepor
 
 bool finish_manifest(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
   std::string error;
-  if (write_manifest(o.output, planned_files(in, r), error)) return true;
+  if (write_manifest(o.output, planned_files(in, r), r.output_mode, error)) return true;
   fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
   return false;
 }
 
 // --finalize: every shard verified first; only then the side files, index and config.
-ConvertReport& finalize_output(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
+ConvertReport& finalize_output(const LoadedModel& in, const ConvertOptions& o, const std::vector<PinnedSideFile>& pins,
+                               ConvertReport& r) {
   OutputLocks locks;  // a dry run only reads
   std::error_code ec;
-  if (!o.dry_run && fs::is_directory(o.output, ec) && !open_output(o, nullptr, locks, r)) return r;
+  std::vector<bool> all(r.plan.shards.size(), true);
+  if (!o.dry_run && fs::is_directory(o.output, ec) &&
+      (!open_output(o, nullptr, locks, r) || !check_locked_output(in, o, all, r)))
+    return r;
   if (!verify_partitioned_output(in, r.plan, o.output, o.partitions, r.finalize, r.findings)) {
     r.status = r.findings.has_io_errors() ? ConvertStatus::io_error : ConvertStatus::input_error;
     return r;
   }
   if (o.dry_run) return r;  // --dry-run: the check alone
-  std::vector<bool> all(r.plan.shards.size(), true);
-  if (prune_previous(in, o, r, all, false) && write_side_files(o, r) && write_index_and_config(in, o, r))
+  if (withdraw_completion(o, r) && prune_previous(in, o, r) && write_side_files(o, pins, r) &&
+      write_index_and_config(in, o, r))
     finish_manifest(in, o, r);
   return r;
 }
@@ -393,9 +546,11 @@ std::vector<bool> finished_shards(const LoadedModel& in, const ConvertOptions& o
 // Locked, verified, space checked; then the claim of completeness withdrawn, earlier runs'
 // leftovers pruned, and the shards (plus, for a whole-output run, side files, index, config).
 void write_output(const LoadedModel& in, const ConvertOptions& o, const std::vector<bool>& owned,
-                  const std::vector<std::string>& owned_names, ConvertReport& r) {
+                  const std::vector<std::string>& owned_names, const std::vector<PinnedSideFile>& pins,
+                  ConvertReport& r) {
   OutputLocks locks;
-  if (!open_output(o, o.partition.active() ? &owned_names : nullptr, locks, r)) return;
+  if (!open_output(o, o.partition.active() ? &owned_names : nullptr, locks, r) || !check_locked_output(in, o, owned, r))
+    return;
   kill_point("output directory created");
   if (o.partition.active()) {
     std::set<std::string> mine;
@@ -416,10 +571,10 @@ void write_output(const LoadedModel& in, const ConvertOptions& o, const std::vec
   bool writes_a_shard = false;
   for (size_t i = 0; i < done.size(); ++i) writes_a_shard |= owned[i] && !done[i];
   if ((!o.partition.active() || writes_a_shard) && !withdraw_completion(o, r)) return;
-  if (!prune_previous(in, o, r, owned, o.overwrite)) return;
+  if (!prune_previous(in, o, r)) return;
   if (o.partition.active())
     write_shards(in, o, r, done, owned);
-  else if (write_side_files(o, r) && write_shards(in, o, r, done, owned) && write_index_and_config(in, o, r))
+  else if (write_side_files(o, pins, r) && write_shards(in, o, r, done, owned) && write_index_and_config(in, o, r))
     finish_manifest(in, o, r);
 }
 
@@ -462,9 +617,13 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
     r.status = ConvertStatus::input_error;
     return r;
   }
+  stop_point("planned, output not locked");
   if (!rewrite_input_config(in, r)) return r;
+  r.output_mode = output_mode_for(o.input);
+  std::vector<PinnedSideFile> pins;  // partitions copy no side files
+  if (!o.dry_run && !o.partition.active() && !pin_side_files(in, r, pins)) return r;
   if (o.finalize) {
-    finalize_output(in, o, r);
+    finalize_output(in, o, pins, r);
     finish(r, start);
     return r;
   }
@@ -485,11 +644,11 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   if (o.dry_run || (o.partition.active() && owned_names.empty())) {  // nothing to write
     r.disk_needed = disk_needed(r, owned, std::vector<bool>(owned.size(), false), o);
     std::string error;  // an empty partition still leaves OUT, as its siblings do
-    if (!o.dry_run && !create_directories_durable(o.output, error)) fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
+    if (!o.dry_run && !create_directories_durable(o.output, error, output_directory_mode(r.output_mode))) fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
     finish(r, start);
     return r;
   }
-  write_output(in, o, owned, owned_names, r);
+  write_output(in, o, owned, owned_names, pins, r);
   finish(r, start);
   return r;
 }

@@ -5,6 +5,8 @@
 // Interrupted runs resume.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -63,6 +65,9 @@ struct ConvertReport {
   std::vector<uint32_t> shard_partition;    // partition of every planned shard (partitioned runs)
   FinalizeCheck finalize;                   // --finalize
   std::map<size_t, RemapStats> remap_stats;  // per ConversionPlan::fused index (shards written this run)
+  // The mode of every file convert creates in OUT (side files keep their own): never more
+  // readable than IN's files (io/output_file.h InputSet::output_mode).
+  mode_t output_mode = 0644;
   Findings findings;
 };
 

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "convert/records.h"
@@ -41,19 +42,37 @@ bool safe_relative(const std::string& rel) {
   return true;
 }
 
+// Opened as an input is: regular file, no symlink, bounded (io/input_file.h).
 bool read_manifest_text(const std::string& path, std::string& text) {
-  MappedFile f;
   IoError err;
-  if (!f.open(path, err) || f.size() > kMaxManifestBytes) return false;
-  text.resize(f.size());
-  return f.read_at(0, std::span<uint8_t>(reinterpret_cast<uint8_t*>(text.data()), text.size()), err);
+  return read_input_file(path, kMaxManifestBytes, text, err, InputLinks::refuse);
+}
+
+const char* file_kind(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISLNK(m)) return "a symlink";
+  return "not a regular file";
+}
+
+// "" when `path` is absent or of the type wanted (lstat: a symlink is never followed).
+std::string entry_problem(const std::string& path, bool want_dir) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? "" : path + ": " + std::strerror(errno);
+  if (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) return "";
+  return path + " is " + file_kind(st.st_mode) + ", not a regular " + (want_dir ? "directory" : "file") +
+         "; ckptkit keeps only those in .ckptkit/ and does not open it (remove it, or choose another output "
+         "directory)";
 }
 
 }  // namespace
 
 std::string state_dir(const std::string& out) { return (fs::path(out) / ".ckptkit").string(); }
 std::string records_dir(const std::string& out) { return (fs::path(out) / ".ckptkit" / "records").string(); }
-std::string out_lock_path(const std::string& out) { return (fs::path(out) / ".ckptkit" / "lock").string(); }
+std::string out_lock_path(const std::string& out) { return output_dir_lock_path(out); }
 std::string manifest_path(const std::string& out) { return (fs::path(out) / ".ckptkit" / "manifest.json").string(); }
 
 std::string shard_lock_path(const std::string& out, const std::string& shard) {
@@ -114,14 +133,34 @@ std::set<std::string> files_written_before(const std::string& out) {
   return files;
 }
 
-bool write_manifest(const std::string& out, const std::set<std::string>& files, std::string& error) {
+bool write_manifest(const std::string& out, const std::set<std::string>& files, mode_t mode, std::string& error) {
   JsonWriter w;
   w.begin_object().key("format").value("ckptkit-output").key("version").value(1);
   w.key("tool_version").value(CKPT_VERSION);
   w.key("files").begin_array();
   for (const auto& f : files) w.value(f);
   w.end_array().end_object();
-  return write_file_atomic(manifest_path(out), w.str() + "\n", error);
+  return write_out_file(manifest_path(out), w.str() + "\n", mode, error);
+}
+
+bool write_out_file(const std::string& path, const std::string& content, mode_t mode, std::string& error) {
+  AtomicOutput out(path, mode);
+  return out.open(error) && out.write(reinterpret_cast<const uint8_t*>(content.data()), content.size(), error) &&
+         out.commit(error);
+}
+
+std::string state_files_problem(const std::string& out) {
+  const std::string state = state_dir(out);
+  for (const std::string& dir : {state, records_dir(out), (fs::path(state) / "locks").string()})
+    if (std::string why = entry_problem(dir, true); !why.empty()) return why;
+  for (const std::string& file : {manifest_path(out), out_lock_path(out)})
+    if (std::string why = entry_problem(file, false); !why.empty()) return why;
+  for (const std::string& dir : {records_dir(out), (fs::path(state) / "locks").string()}) {
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (std::string why = entry_problem(it->path().string(), false); !why.empty()) return why;
+  }
+  return "";
 }
 
 bool remove_output_files(const std::string& out, const std::vector<std::string>& rel, std::string& error) {
@@ -167,7 +206,7 @@ LockResult lock_output(const std::string& out, const std::vector<std::string>* p
   const bool partition = partition_shards != nullptr;
   auto mode = partition ? FileLock::Mode::shared : FileLock::Mode::exclusive;
   std::string holder;
-  switch (locks.out.acquire(out_lock_path(out), mode, what, holder)) {
+  switch (lock_output_dir(out, mode, what, locks.out, holder)) {
     case FileLock::Result::acquired: break;
     case FileLock::Result::busy:
       message = out + " is being written by another conversion (" + holder + "; lock " + out_lock_path(out) +

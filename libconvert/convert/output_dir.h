@@ -7,7 +7,13 @@
 // and the rules built on it: which files of OUT ckptkit may remove (only those it wrote:
 // the manifest and the records name them), and that an output directory holding a
 // checkpoint ckptkit did not write is never written into.
+//
+// State files are opened like inputs: regular files only, never through a symlink, so a
+// FIFO planted at OUT/.ckptkit/manifest.json or at a record is an error, never a hang; and
+// every file of OUT is written by renaming a temporary over its name, never in place.
 #pragma once
+
+#include <sys/types.h>
 
 #include <set>
 #include <string>
@@ -38,7 +44,16 @@ std::set<std::string> files_written_before(const std::string& out);
 // (record file path, shard it names) for every record in OUT.
 std::vector<std::pair<std::string, std::string>> records_in(const std::string& out);
 
-bool write_manifest(const std::string& out, const std::set<std::string>& files, std::string& error);
+bool write_manifest(const std::string& out, const std::set<std::string>& files, mode_t mode, std::string& error);
+
+// A file of OUT (shard aside: convert/shard_writer.h): a temporary with `mode`, fsynced and
+// renamed over `path` whatever is there (a FIFO at that name is replaced, never opened).
+bool write_out_file(const std::string& path, const std::string& content, mode_t mode, std::string& error);
+
+// "" when OUT/.ckptkit and what it holds are what ckptkit writes there: directories that
+// are not symlinks, and regular files (manifest, records, locks); else why not, naming the
+// entry ("OUT/.ckptkit/manifest.json is a FIFO, not a regular file ...").
+std::string state_files_problem(const std::string& out);
 
 // Unlinks OUT/<rel> for each path (a missing one is fine; never a directory, never through
 // a directory that leads out of OUT), then fsyncs every directory it removed something

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <bit>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -554,6 +555,13 @@ void kill_point(const char* where) {
   }
 }
 
+void stop_point(const char* where) {
+  static const char* stop_where = std::getenv("CKPT_TEST_STOP_WHERE");
+  if (!stop_where || std::strcmp(stop_where, where) != 0) return;
+  std::fprintf(stderr, "ckpt: CKPT_TEST_STOP_WHERE: stopped at '%s'\n", where);
+  std::raise(SIGSTOP);
+}
+
 std::string shard_header_bytes(const PlannedShard& shard) {
   std::string bytes(8, '\0');
   uint64_t n = shard.header.size();
@@ -564,7 +572,7 @@ std::string shard_header_bytes(const PlannedShard& shard) {
 ShardWriteResult write_shard(const LoadedModel& in, const ConversionPlan& plan, const PlannedShard& shard,
                              const std::string& out_path, const ShardWriteOptions& options) {
   ShardWriteResult result;
-  AtomicOutput out(out_path);
+  AtomicOutput out(out_path, options.mode);
   std::string error;
   std::string head = shard_header_bytes(shard);
   if (!out.open(error) || !out.write(reinterpret_cast<const uint8_t*>(head.data()), head.size(), error)) {

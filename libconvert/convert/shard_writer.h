@@ -4,6 +4,8 @@
 // by the shard size.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -19,6 +21,7 @@ namespace ckpt {
 struct ShardWriteOptions {
   uint64_t memory_budget = 1ull << 30;
   std::function<void(uint64_t bytes)> on_progress;  // output bytes just written
+  mode_t mode = 0644;  // the output file's mode (never more readable than IN: io/output_file.h)
 };
 
 enum class WriteStatus { ok, input_error, io_error };
@@ -46,5 +49,10 @@ std::string shard_header_bytes(const PlannedShard& shard);
 // it raises SIGSTOP instead (the process waits there until SIGCONT: the lock and signal
 // tests act on a run frozen at a known point). A no-op otherwise.
 void kill_point(const char* where);
+
+// Test hook: when CKPT_TEST_STOP_WHERE equals `where`, raises SIGSTOP there. Not counted by
+// CKPT_TEST_KILL_AT / CKPT_TEST_STOP_AT (their numbering stays), for points before OUT is
+// locked or written (the race and read-once tests act on a run frozen there).
+void stop_point(const char* where);
 
 }  // namespace ckpt

@@ -369,6 +369,7 @@ void load_config(const fs::path& dir, Checkpoint& out, Findings& f) {
     return;
   }
   out.config = std::move(doc);
+  out.config_texts.emplace_back("config.json", std::move(text));
 }
 
 // Tokenizer and generation files must at least be valid JSON; the quantization side configs
@@ -390,6 +391,7 @@ void check_side_json(const fs::path& dir, Checkpoint& out, Findings& f) {
       doc.reset();
     }
     if (!read) doc.reset();
+    if (quant_side && doc) out.config_texts.emplace_back(name, std::move(text));
     if (quant_side) configs.emplace_back(name, std::move(doc));
   }
   for (const char* want : kQuantSideConfigs)

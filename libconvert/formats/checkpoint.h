@@ -54,6 +54,9 @@ struct Checkpoint {
   // The kQuantSideConfigs files the directory lists, in that order: the parsed document, or
   // nullptr when it could not be read or parsed (reported as a finding).
   std::vector<std::pair<std::string, std::unique_ptr<JsonDoc>>> side_configs;
+  // The bytes config.json and each kQuantSideConfigs file were parsed from, by name (only
+  // those parsed): convert rewrites these very bytes, never a second read of the file.
+  std::vector<std::pair<std::string, std::string>> config_texts;
 };
 
 // Opens a checkpoint directory or a single .safetensors file and reads every

@@ -135,7 +135,7 @@ bool sync_directory(const std::string& dir, std::string& error) {
   return true;
 }
 
-bool create_directories_durable(const std::string& dir, std::string& error) {
+bool create_directories_durable(const std::string& dir, std::string& error, mode_t mode) {
   namespace fs = std::filesystem;
   fs::path target = fs::path(dir).lexically_normal();
   std::vector<fs::path> missing;
@@ -152,7 +152,7 @@ bool create_directories_durable(const std::string& dir, std::string& error) {
     if (p == p.parent_path()) break;
   }
   for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    if (::mkdir(it->c_str(), 0755) != 0 && !(errno == EEXIST && fs::is_directory(*it))) {
+    if (::mkdir(it->c_str(), mode) != 0 && !(errno == EEXIST && fs::is_directory(*it))) {
       error = "cannot create directory " + it->string() + ": " + errno_text(errno);
       return false;
     }
@@ -184,7 +184,7 @@ size_t live_temporaries() {
 
 void set_directory_sync_for_testing(DirectorySync sync) { g_directory_sync.store(sync); }
 
-AtomicOutput::AtomicOutput(const std::string& dest) : dest_(dest) {}
+AtomicOutput::AtomicOutput(const std::string& dest, mode_t mode) : dest_(dest), mode_(mode) {}
 
 AtomicOutput::~AtomicOutput() {
   if (fd_ >= 0) ::close(fd_);
@@ -202,7 +202,7 @@ bool AtomicOutput::open(std::string& error) {
   const std::string prefix = std::string(kTempPrefix) + name_tag(p.filename().string()) + "-";
   for (int attempt = 0; attempt < 16; ++attempt) {
     tmp_ = (p.parent_path() / (prefix + hex_of(random_u32(), 8))).string();
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_);
     if (fd_ >= 0) break;
     if (errno != EEXIST) break;
   }

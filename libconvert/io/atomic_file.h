@@ -10,8 +10,14 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
 
 namespace ckpt {
+
+// The permission bits an output file is created with unless its command asks for fewer
+// (io/output_file.h InputSet::output_mode: never more readable than its inputs); the
+// umask applies on top, as for any open(2).
+inline constexpr mode_t kOutputFileMode = 0644;
 
 // Temporaries are named ".ckpt-tmp-<16 hex>-<8 hex>": the first part is the xxh3 of the
 // destination's file name (so a run can tell its own stale temporaries from those of a
@@ -22,7 +28,8 @@ inline constexpr std::string_view kTempPrefix = ".ckpt-tmp-";
 // Owns a temporary beside the destination until commit(); removes it otherwise.
 class AtomicOutput {
  public:
-  explicit AtomicOutput(const std::string& dest);
+  // The temporary (and so the file renamed into place) is created with `mode`.
+  explicit AtomicOutput(const std::string& dest, mode_t mode = kOutputFileMode);
   ~AtomicOutput();
   AtomicOutput(const AtomicOutput&) = delete;
   AtomicOutput& operator=(const AtomicOutput&) = delete;
@@ -41,6 +48,7 @@ class AtomicOutput {
  private:
   void forget();  // drops the temporary from the signal-cleanup registry
   std::string dest_, tmp_;
+  mode_t mode_ = kOutputFileMode;
   int fd_ = -1;
   int slot_ = -1;              // registry slot (-1: not registered)
   uint64_t written_ = 0;       // bytes written so far
@@ -64,8 +72,9 @@ bool is_temp_for(std::string_view name, std::string_view dest_name);
 
 // fsync of a directory: makes renames, creations and removals in it durable.
 bool sync_directory(const std::string& dir, std::string& error);
-// mkdir -p where every directory created is made durable (its parent fsynced).
-bool create_directories_durable(const std::string& dir, std::string& error);
+// mkdir -p where every directory created is made durable (its parent fsynced); the
+// directories created get `mode` (less the umask).
+bool create_directories_durable(const std::string& dir, std::string& error, mode_t mode = 0755);
 
 // SIGINT, SIGTERM and SIGHUP: unlink every live temporary of this process (async-signal-
 // safe: a fixed table of paths, unlink(2) only), then die of the same signal with its

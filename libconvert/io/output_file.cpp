@@ -38,10 +38,33 @@ std::string shown(const std::string& target) { return target == "-" ? std::strin
 
 void InputSet::add_file(const std::string& path) { add(path, false); }
 
+// A file lets group / others read it by its read bits; a directory by its search bits
+// (who cannot enter it cannot read what it holds, whatever the files' bits say).
+void InputSet::narrow_readers(mode_t st_mode) {
+  mode_t grants = 0;
+  if (S_ISDIR(st_mode)) {
+    if (st_mode & S_IXGRP) grants |= S_IRGRP;
+    if (st_mode & S_IXOTH) grants |= S_IROTH;
+  } else {
+    grants = st_mode & (S_IRGRP | S_IROTH);
+  }
+  readers_ &= grants;
+}
+
+mode_t InputSet::output_mode() const { return (kOutputFileMode & ~mode_t{0044}) | (kOutputFileMode & readers_); }
+
+mode_t output_directory_mode(mode_t file_mode) {
+  mode_t mode = 0700;
+  if (file_mode & S_IRGRP) mode |= 0050;
+  if (file_mode & S_IROTH) mode |= 0005;
+  return mode;
+}
+
 void InputSet::add(const std::string& path, bool expand_dir) {
   if (path.empty() || path == "-") return;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return;
+  narrow_readers(st.st_mode);
   const bool dir = S_ISDIR(st.st_mode);
   ids_.push_back(Id{st.st_dev, st.st_ino, dir, path});
   if (!dir || !expand_dir) return;
@@ -51,7 +74,10 @@ void InputSet::add(const std::string& path, bool expand_dir) {
   for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
     struct stat est {};
     const std::string p = it->path().string();
-    if (::stat(p.c_str(), &est) == 0 && S_ISREG(est.st_mode)) ids_.push_back(Id{est.st_dev, est.st_ino, false, p});
+    if (::stat(p.c_str(), &est) == 0 && S_ISREG(est.st_mode)) {
+      ids_.push_back(Id{est.st_dev, est.st_ino, false, p});
+      narrow_readers(est.st_mode);
+    }
   }
 }
 
@@ -126,7 +152,7 @@ Outcome OutputFile::open(std::string& error) {
     own_fd_ = true;
     return Outcome::ok;
   }
-  atomic_ = std::make_unique<AtomicOutput>(target_);
+  atomic_ = std::make_unique<AtomicOutput>(target_, inputs_.output_mode());
   if (!atomic_->open(error)) return Outcome::io;
   fd_ = atomic_->fd();
   return Outcome::ok;

@@ -8,6 +8,12 @@
 // output (checked against the inputs too: `> shard` was a shard); an existing device or
 // FIFO (/dev/null) is written in place. Every write is checked: a full disk or /dev/full
 // is an I/O error (exit 3), never a silent success.
+//
+// Confidentiality: an output is never readable by more users than the inputs it comes
+// from. InputSet::output_mode is the mode every output of a command is created with:
+// kOutputFileMode (0644) less the group / other read bits that some input lacks (a 0600
+// shard gives 0600 outputs; the umask still applies). convert and repack-experts create
+// their files with it too.
 #pragma once
 
 #include <sys/types.h>
@@ -35,6 +41,10 @@ class InputSet {
   // input directory X"). "-" checks standard output.
   std::string conflict(const std::string& output) const;
   bool empty() const { return ids_.empty(); }
+  // The mode an output of these inputs is created with: 0644 without the group read bit
+  // when some input file lacks it (or an input directory lacks group search), likewise for
+  // others. Inputs given as files, directories and the files they list all count.
+  mode_t output_mode() const;
 
  private:
   struct Id {
@@ -44,8 +54,14 @@ class InputSet {
     std::string path;
   };
   void add(const std::string& path, bool expand_dir);
+  void narrow_readers(mode_t st_mode);
   std::vector<Id> ids_;
+  mode_t readers_ = 0044;  // group / other read bits every input grants
 };
+
+// The mode of a directory created to hold outputs of `file_mode` (0644 -> 0755,
+// 0600 -> 0700, 0640 -> 0750): who may not read the files may not list them either.
+mode_t output_directory_mode(mode_t file_mode);
 
 // Writes `content` to target ("-" = stdout) unless it conflicts with `inputs`.
 // usage: refused (error says why); io: the write failed; ok.

@@ -4,7 +4,12 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
+
+#include "io/atomic_file.h"
 
 namespace ckpt {
 namespace {
@@ -52,9 +57,15 @@ void FileLock::release() {
 
 FileLock::Result FileLock::acquire(const std::string& path, Mode mode, const std::string& what, std::string& message) {
   release();
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) {
     message = "cannot open lock file " + path + ": " + std::strerror(errno);
+    return Result::error;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    message = "cannot use lock file " + path + ": it is not a regular file (ckptkit only ever creates one there)";
+    ::close(fd);
     return Result::error;
   }
   int op = (mode == Mode::exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
@@ -75,6 +86,31 @@ FileLock::Result FileLock::acquire(const std::string& path, Mode mode, const std
   write_holder(fd, what);
   fd_ = fd;
   return Result::acquired;
+}
+
+std::string output_dir_lock_path(const std::string& dir) {
+  return (std::filesystem::path(dir) / ".ckptkit" / "lock").string();
+}
+
+FileLock::Result lock_output_dir(const std::string& dir, FileLock::Mode mode, const std::string& what, FileLock& lock,
+                                 std::string& message, mode_t dir_mode) {
+  if (!create_directories_durable(dir, message, dir_mode) ||
+      !create_directories_durable((std::filesystem::path(dir) / ".ckptkit").string(), message))
+    return FileLock::Result::error;
+  return lock.acquire(output_dir_lock_path(dir), mode, what, message);
+}
+
+bool output_dir_is_empty(const std::string& dir) {
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    if (it->path().filename() != ".ckptkit") return false;
+  return true;
+}
+
+std::string output_dir_busy_message(const std::string& dir, const std::string& holder) {
+  return dir + " is being written by another run (" + holder + "; lock " + output_dir_lock_path(dir) +
+         "); wait for it to finish, or choose another output directory";
 }
 
 }  // namespace ckpt

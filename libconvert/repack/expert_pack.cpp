@@ -1,6 +1,7 @@
 #include "repack/expert_pack.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +23,8 @@
 #include "io/atomic_file.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
+#include "io/output_file.h"
+#include "io/output_lock.h"
 #include "formats/json_writer.h"
 
 namespace ckpt {
@@ -139,6 +142,8 @@ class RepackJob {
   bool check_options();
   bool check_out_dir();
   bool create_out_dir();
+  bool lock_out_dir();
+  bool withdraw_manifest();
   bool open_input();
   bool plan_experts();
   bool add_expert_tensor(const GgufTensorInfo& t, uint64_t layer, const std::string& role,
@@ -176,6 +181,8 @@ class RepackJob {
   }
 
   std::string in_, out_dir_;
+  mode_t mode_ = kOutputFileMode;  // of every output: never more readable than the input
+  FileLock lock_;                  // OUT_DIR's, from the check that decides to the last rename
   const RepackOptions& options_;
   RepackReport& r_;
   MappedFile src_;
@@ -223,7 +230,7 @@ bool RepackJob::check_out_dir() {
   if (fs::exists(st) && !fs::is_directory(st)) {
     return fail(kRepackUsage, "REPACK_OUT_NOT_DIR", out_dir_, "", std::nullopt, out_dir_ + " exists and is not a directory");
   }
-  if (fs::exists(st) && !options_.overwrite && !fs::is_empty(out_dir_, ec)) {
+  if (fs::exists(st) && !options_.overwrite && !output_dir_is_empty(out_dir_)) {
     return fail(kRepackUsage, "REPACK_OUT_NOT_EMPTY", out_dir_, "", std::nullopt,
                 "output directory " + out_dir_ + " is not empty (use --overwrite to replace its pack)");
   }
@@ -240,8 +247,34 @@ bool RepackJob::check_out_dir() {
 bool RepackJob::create_out_dir() {
   // Durable: every directory created has its parent fsynced, as convert's OUT has.
   std::string error;
-  if (!create_directories_durable(out_dir_, error))
+  if (!create_directories_durable(out_dir_, error, output_directory_mode(mode_)))
     return io_fail("IO_CREATE", out_dir_, "cannot create " + out_dir_ + ": " + error);
+  return true;
+}
+
+// OUT_DIR's lock (io/output_lock.h), then the check of what OUT_DIR holds made again: the
+// one before the input was read only refused early; this one, under the lock, decides.
+bool RepackJob::lock_out_dir() {
+  std::string holder;
+  switch (lock_output_dir(out_dir_, FileLock::Mode::exclusive, "ckpt repack-experts", lock_, holder,
+                          output_directory_mode(mode_))) {
+    case FileLock::Result::acquired: return check_out_dir();
+    case FileLock::Result::busy:
+      return fail(kRepackUsage, "REPACK_OUT_LOCKED", out_dir_, "", std::nullopt,
+                  output_dir_busy_message(out_dir_, holder));
+    case FileLock::Result::error: return io_fail("IO_LOCK", out_dir_, holder);
+  }
+  return false;
+}
+
+// The manifest marks a finished pack: an old one (--overwrite) is removed, durably, before
+// anything of OUT_DIR changes, so an interruption never pairs it with other data files.
+bool RepackJob::withdraw_manifest() {
+  const std::string path = (fs::path(out_dir_) / kPackManifestFile).string();
+  std::string error;
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return io_fail("IO_WRITE", path, "cannot remove the old " + path + ": " + std::strerror(errno));
+  if (!sync_directory(out_dir_, error)) return io_fail("IO_WRITE", out_dir_, error);
   return true;
 }
 
@@ -708,7 +741,11 @@ std::string RepackJob::manifest_json() const {
 bool RepackJob::write_manifest() {
   std::string error;
   const std::string path = (fs::path(out_dir_) / kPackManifestFile).string();
-  if (!write_file_atomic(path, manifest_json(), error)) return io_fail("IO_WRITE", path, error);
+  AtomicOutput out(path, mode_);  // renamed over the name, never written in place
+  const std::string text = manifest_json();
+  if (!out.open(error) || !out.write(reinterpret_cast<const uint8_t*>(text.data()), text.size(), error) ||
+      !out.commit(error))
+    return io_fail("IO_WRITE", path, error);
   return true;
 }
 
@@ -717,16 +754,19 @@ void RepackJob::run() {
   r_.out_dir = out_dir_;
   r_.align = options_.align;
   r_.tree_chunk = options_.tree_chunk;
+  InputSet inputs;
+  inputs.add_file(in_);
+  mode_ = inputs.output_mode();
   if (!check_options() || !check_out_dir() || !open_input() || !plan_experts() || !plan_a_log() || !require_experts() ||
-      !create_out_dir()) {
+      !create_out_dir() || !lock_out_dir() || !withdraw_manifest()) {
     return;
   }
   src_.advise_sequential();
   uint64_t dense_data = 0;
   for (const auto* t : dense_) dense_data += t->nbytes;  // each within the file: no overflow
   total_work_ = src_.size() * (options_.tree_chunk != 0 ? 2 : 1) + experts_size_ + dense_data;
-  AtomicOutput experts((fs::path(out_dir_) / kPackExpertsFile).string());
-  AtomicOutput dense((fs::path(out_dir_) / kPackDenseFile).string());
+  AtomicOutput experts((fs::path(out_dir_) / kPackExpertsFile).string(), mode_);
+  AtomicOutput dense((fs::path(out_dir_) / kPackDenseFile).string(), mode_);
   std::string error;
   if (!experts.open(error) || !dense.open(error)) {
     io_fail("IO_CREATE", out_dir_, error);
@@ -738,10 +778,7 @@ void RepackJob::run() {
   const bool hashed = finish_source_hash();
   if (!wrote || !hashed) return;
   // Both data files are complete before either is renamed into place; the manifest,
-  // written last, is what marks the pack as finished. An old manifest (--overwrite) goes
-  // first, so a crash in between never pairs it with the new data files.
-  std::error_code ec;
-  fs::remove(fs::path(out_dir_) / kPackManifestFile, ec);
+  // written last, is what marks the pack as finished (an old one was withdrawn first).
   if (!experts.commit(error) || !dense.commit(error)) {
     io_fail("IO_WRITE", out_dir_, error);
     return;

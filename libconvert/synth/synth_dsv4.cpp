@@ -9,6 +9,7 @@
 #include "formats/json.h"
 #include "formats/safetensors_writer.h"
 #include "io/atomic_file.h"
+#include "io/output_lock.h"
 #include "profiles/deepseek_v4.h"
 
 namespace ckpt {
@@ -224,14 +225,34 @@ std::string synth_target_problem(const std::string& out_dir, bool overwrite) {
   const std::filesystem::path dir(out_dir);
   if (!std::filesystem::exists(std::filesystem::symlink_status(dir, ec))) return "";
   if (!std::filesystem::is_directory(dir, ec)) return out_dir + " exists and is not a directory";
-  if (overwrite || std::filesystem::directory_iterator(dir, ec) == std::filesystem::directory_iterator()) return "";
+  if (overwrite || output_dir_is_empty(out_dir)) return "";
   return out_dir + " is not empty; synth writes only into an empty (or new) directory; pass --overwrite to replace "
                    "its checkpoint files";
 }
 
+namespace {
+
+// OUT created and locked, then found empty (or --overwrite): usage when refused.
+Outcome lock_synth_target(const std::string& out_dir, bool overwrite, FileLock& lock, std::string& error) {
+  std::string holder;
+  switch (lock_output_dir(out_dir, FileLock::Mode::exclusive, "ckpt synth", lock, holder)) {
+    case FileLock::Result::acquired: break;
+    case FileLock::Result::busy: error = output_dir_busy_message(out_dir, holder); return Outcome::usage;
+    case FileLock::Result::error: error = holder; return Outcome::io;
+  }
+  error = synth_target_problem(out_dir, overwrite);
+  return error.empty() ? Outcome::ok : Outcome::usage;
+}
+
+}  // namespace
+
 bool synth_deepseek_v4_flash_0731(const std::string& out_dir, SynthSize size, uint64_t seed, std::string& error,
-                                  bool overwrite) {
-  if (error = synth_target_problem(out_dir, overwrite); !error.empty()) return false;
+                                  bool overwrite, Outcome* outcome) {
+  Outcome unused;
+  Outcome& why = outcome ? *outcome : unused;
+  why = Outcome::usage;
+  if (error = synth_target_problem(out_dir, overwrite); !error.empty()) return false;  // early, nothing created
+  why = Outcome::io;
   std::string config = size == SynthSize::sparse ? dsv4_0731_config_json() : dsv4_tiny_config_json();
   std::vector<ExpectedTensor> cat;
   if (!catalogue_for(config, cat, error)) return false;
@@ -243,7 +264,9 @@ bool synth_deepseek_v4_flash_0731(const std::string& out_dir, SynthSize size, ui
   uint32_t shards = layers + 2 + stages;
 
   std::filesystem::path dir(out_dir);
-  if (!create_directories_durable(out_dir, error)) return false;
+  FileLock lock;
+  if ((why = lock_synth_target(out_dir, overwrite, lock, error)) != Outcome::ok) return false;
+  why = Outcome::io;
   SafetensorsWriteOptions opt;
   opt.sparse = size == SynthSize::sparse;
   PayloadGen gen{seed, experts};

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/outcome.h"
+
 namespace ckpt {
 
 enum class SynthSize { sparse, tiny };
@@ -24,12 +26,16 @@ std::string dsv4_0731_config_json();
 std::string dsv4_tiny_config_json();
 
 // Why `out_dir` may not receive a synthetic checkpoint: it exists and is not an empty
-// directory (unless `overwrite`: then files of the same names are replaced). "" when it may.
+// directory (OUT/.ckptkit, the lock, aside; unless `overwrite`: then files of the same names
+// are replaced). "" when it may.
 std::string synth_target_problem(const std::string& out_dir, bool overwrite);
 
 // Writes the checkpoint into `out_dir` (created if missing; refused when it is not empty,
-// unless `overwrite`). Returns false with `error` set on any failure.
+// unless `overwrite`). The directory's lock (io/output_lock.h) is held from before the
+// check that decides until the last file is renamed, so two runs never mix their files.
+// Returns false with `error` set on any failure; `outcome` (when given) then says which:
+// usage (refused: not empty, or another run holds the lock) or io.
 bool synth_deepseek_v4_flash_0731(const std::string& out_dir, SynthSize size, uint64_t seed, std::string& error,
-                                  bool overwrite = false);
+                                  bool overwrite = false, Outcome* outcome = nullptr);
 
 }  // namespace ckpt

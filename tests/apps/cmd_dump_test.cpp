@@ -1,4 +1,6 @@
 // `ckpt dump` end to end: output bytes, -o FILE, exit codes and messages.
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -37,6 +39,19 @@ TEST(DumpCli, OutputFileIsWrittenAtomically) {
   size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
   EXPECT_EQ(files, 1u);
+}
+
+// dump -o of a private input is private: a 0600 GGUF gives a 0600 file (before: 0644).
+TEST(DumpCli, OutputFileIsNoMoreReadableThanTheInput) {
+  test::TempDir dir;
+  const std::string in = dir.str("private.gguf"), out = dir.str("gate.f32");
+  std::filesystem::copy_file(kGguf, in);
+  std::filesystem::permissions(in, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  auto r = run_ckpt("dump " + in + " blk.0.ffn_gate_exps.weight -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(::stat(out.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0077, 0u) << std::oct << (st.st_mode & 07777);
 }
 
 TEST(DumpCli, RawIsTheStoredBytes) {

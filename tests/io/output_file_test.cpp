@@ -1,6 +1,8 @@
 // io/output_file.h: the InputSet conflict rule and the checked writes behind every output.
 #include "io/output_file.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -48,6 +50,46 @@ TEST(OutputFile, AFullDeviceIsAnIoError) {
   std::string error;
   EXPECT_EQ(write_output("/dev/full", std::string(100000, 'x'), none, error), Outcome::io);
   EXPECT_NE(error.find("/dev/full"), std::string::npos) << error;
+}
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 07777;
+}
+
+// An output is never readable by more users than its inputs: a 0600 input gives a 0600
+// output, a 0640 one 0640, an input directory others may not enter hides its outputs from
+// others (before: every output was created 0644, whatever the inputs).
+TEST(OutputFile, AnOutputIsNoMoreReadableThanItsInputs) {
+  test::TempDir tmp;
+  const mode_t mask = ::umask(022);
+  ::umask(mask);
+  struct Case {
+    mode_t file, dir, want;
+  };
+  for (const Case& c : {Case{0644, 0755, 0644}, Case{0600, 0755, 0600}, Case{0640, 0755, 0640},
+                        Case{0604, 0755, 0604}, Case{0644, 0750, 0640}, Case{0644, 0711, 0644},
+                        Case{0644, 0700, 0600}}) {
+    SCOPED_TRACE(std::to_string(c.file) + " in " + std::to_string(c.dir));
+    const std::string dir = tmp.str("in" + std::to_string(c.file) + "_" + std::to_string(c.dir));
+    fs::create_directories(dir);
+    test::write_text(dir + "/a.safetensors", "x");
+    ::chmod((dir + "/a.safetensors").c_str(), c.file);
+    ::chmod(dir.c_str(), c.dir);
+    InputSet in;
+    in.add_checkpoint(dir);
+    EXPECT_EQ(in.output_mode(), c.want);
+    std::string error;
+    const std::string out = dir + ".report.json";
+    ASSERT_EQ(write_output(out, "{}", in, error), Outcome::ok) << error;
+    EXPECT_EQ(mode_of(out), c.want & ~mask);
+    ::chmod(dir.c_str(), 0755);  // for the cleanup
+  }
+  InputSet none;
+  EXPECT_EQ(none.output_mode(), 0644u);
+  EXPECT_EQ(output_directory_mode(0600), 0700u);
+  EXPECT_EQ(output_directory_mode(0640), 0750u);
+  EXPECT_EQ(output_directory_mode(0644), 0755u);
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // holders (partitions) each other not; a refused caller learns the holder's pid.
 #include "io/output_lock.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include <gtest/gtest.h>
 
@@ -37,6 +40,37 @@ TEST(OutputLock, SharedHoldersCoexistAndExcludeAnExclusiveOne) {
   // A lock file that is a symlink is refused (O_NOFOLLOW).
   std::filesystem::create_symlink(path, tmp.str("link"));
   EXPECT_EQ(c.acquire(tmp.str("link"), FileLock::Mode::exclusive, "z", message), FileLock::Result::error);
+}
+
+// The one lock of an output directory: DIR/.ckptkit/lock, DIR created when missing; a second
+// holder is refused naming the first; DIR with only .ckptkit in it counts as empty.
+TEST(OutputLock, AnOutputDirectoryHasOneLock) {
+  test::TempDir tmp;
+  const std::string dir = tmp.str("new/out");
+  std::string message;
+  FileLock first, second;
+  ASSERT_EQ(lock_output_dir(dir, FileLock::Mode::exclusive, "ckpt synth", first, message), FileLock::Result::acquired)
+      << message;
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir + "/.ckptkit/lock"));
+  EXPECT_EQ(output_dir_lock_path(dir), dir + "/.ckptkit/lock");
+  EXPECT_TRUE(output_dir_is_empty(dir));
+  EXPECT_EQ(lock_output_dir(dir, FileLock::Mode::exclusive, "ckpt repack-experts", second, message),
+            FileLock::Result::busy);
+  EXPECT_NE(output_dir_busy_message(dir, message).find("pid " + std::to_string(::getpid()) + " ckpt synth"),
+            std::string::npos);
+  test::write_text(dir + "/x", "1");
+  EXPECT_FALSE(output_dir_is_empty(dir));
+}
+
+// A FIFO where the lock file belongs is an error, never a hang or a lock on it.
+TEST(OutputLock, AFifoAsTheLockFileIsAnError) {
+  test::TempDir tmp;
+  const std::string path = tmp.str("lock");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  std::string message;
+  FileLock lock;
+  EXPECT_EQ(lock.acquire(path, FileLock::Mode::exclusive, "ckpt convert", message), FileLock::Result::error);
+  EXPECT_NE(message.find("not a regular file"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "repack/expert_pack.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/json.h"
 #include "io/hash.h"
+#include "io/output_lock.h"
 #include "test_util.h"
 
 namespace ckpt {
@@ -135,6 +137,7 @@ TEST_F(ExpertPack, SucceedsOnFixture) {
   EXPECT_TRUE(report_->layers[0].parts[2].stride_aligned);  // IQ4_NL down: 73,728 = 18 x 4096
   for (const char* name : {"experts.bin", "dense.gguf", "manifest.json"}) EXPECT_TRUE(fs::exists(pack(name))) << name;
   for (const auto& e : fs::directory_iterator(pack_dir())) {
+    if (e.path().filename() == ".ckptkit") continue;  // OUT_DIR's lock (io/output_lock.h)
     EXPECT_NE(e.path().filename().string()[0], '.') << "temporary left behind: " << e.path();
   }
   auto json = repack_report_json(*report_);
@@ -370,6 +373,44 @@ TEST(ExpertPackOptions, NonEmptyOutDirNeedsOverwrite) {
   RepackOptions o;
   o.overwrite = true;
   EXPECT_EQ(repack_experts(kFixture, tmp.str("out"), o).status, kRepackOk);
+}
+
+// repack-experts holds OUT_DIR's lock (io/output_lock.h) from its check of OUT_DIR to its
+// last rename: a run while another holds it is refused naming the holder, and writes nothing
+// (before: it took no lock, so two runs both exited 0 and left a mix).
+TEST(ExpertPackOptions, ALockedOutDirIsRefused) {
+  test::TempDir tmp;
+  const std::string out = tmp.str("out");
+  FileLock held;
+  std::string message;
+  ASSERT_EQ(lock_output_dir(out, FileLock::Mode::exclusive, "ckpt synth", held, message), FileLock::Result::acquired);
+  auto r = test::run_ckpt("repack-experts --overwrite '" + kFixture + "' '" + out + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("REPACK_OUT_LOCKED"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pid " + std::to_string(::getpid()) + " ckpt synth"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out + "/experts.bin"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/manifest.json"));
+  held.release();
+  EXPECT_EQ(test::run_ckpt("repack-experts -q '" + kFixture + "' '" + out + "'").exit_code, 0);
+}
+
+// The pack is no more readable than its input: a 0600 GGUF gives 0600 files in a 0700
+// OUT_DIR (before: 0644 files in a 0755 directory).
+TEST(ExpertPackOptions, OutputsAreNoMoreReadableThanTheInput) {
+  test::TempDir tmp;
+  const std::string in = tmp.str("private.gguf"), out = tmp.str("out");
+  std::filesystem::copy_file(kFixture, in);
+  std::filesystem::permissions(in, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  ASSERT_EQ(repack(in, out).status, kRepackOk);
+  const mode_t mask = ::umask(022);
+  ::umask(mask);
+  auto mode_of = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 ? st.st_mode & 07777 : mode_t{07777};
+  };
+  for (const char* name : {"experts.bin", "dense.gguf", "manifest.json"})
+    EXPECT_EQ(mode_of(out + "/" + name), 0600 & ~mask) << name;
+  EXPECT_EQ(mode_of(out), 0700 & ~mask);
 }
 
 TEST(ExpertPackOptions, ProgressReachesTotal) {
