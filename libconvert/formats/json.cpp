@@ -1,5 +1,7 @@
 #include "formats/json.h"
 
+#include "core/display.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <unordered_set>
@@ -200,27 +202,9 @@ std::optional<std::vector<int64_t>> json_int_array(simdjson::dom::element obj, s
 std::string json_to_string(simdjson::dom::element e) { return simdjson::minify(e); }
 
 std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
+  // The one string escape (core/display.h): valid UTF-8 exactly as Python's json.dumps
+  // writes it, a byte that is not UTF-8 as the text \xHH, so the output is always JSON.
+  return json_string_literal(s, JsonText::exact);
 }
 
 }  // namespace ckpt

@@ -61,7 +61,8 @@ std::optional<std::vector<int64_t>> json_int_array(simdjson::dom::element obj, s
 // Compact JSON text of a value (for reports that echo config values).
 std::string json_to_string(simdjson::dom::element e);
 // Escapes a string as a JSON string literal, with quotes, the way Python's json.dumps
-// (ensure_ascii=False) does: \" \\ \b \f \n \r \t, other controls as \u00XX, UTF-8 raw.
+// (ensure_ascii=False) does: \" \\ \b \f \n \r \t, other controls as \u00XX, UTF-8 raw;
+// a byte that is not UTF-8 as the text \xHH (json_string_literal, JsonText::exact).
 std::string json_quote(std::string_view s);
 
 }  // namespace ckpt
