@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "core/checked_math.h"
 #include "core/dtype.h"
 #include "deploy/partition_model.h"
 #include "formats/json.h"
@@ -13,16 +14,19 @@
 namespace ckpt {
 
 uint64_t deploy_tensor_bytes(const std::string& dtype, const std::vector<uint64_t>& shape) {
-  uint64_t n = 1;
-  for (uint64_t s : shape) n *= s;
   auto d = dtype_from_name(dtype);
   const uint64_t bits = d ? dtype_bits(*d) : 8;
-  return (n * bits + 7) / 8;
+  auto n = checked_product(shape);
+  auto total_bits = n ? checked_mul(*n, bits) : std::nullopt;
+  return total_bits ? ceil_div(*total_bits, 8) : UINT64_MAX;
 }
 
 namespace {
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+// Bounds on what a config may describe: every dimension, and the number of tensors (the
+// largest released MoE checkpoints have about 150k).
+constexpr int64_t kMaxConfigValue = int64_t{1} << 24;
+constexpr size_t kMaxDerivedTensors = size_t{1} << 20;
 
 class Builder {
  public:
@@ -32,6 +36,7 @@ class Builder {
   // A positive integer key; records a finding and returns 0 when missing or invalid.
   uint64_t need(const char* key) {
     auto v = json_int(config_, key);
+    if (v && *v > kMaxConfigValue) return too_large(key, *v);
     if (!v || *v <= 0) {
       if (ok_)
         f_.error("PREFLIGHT_CONFIG_KEY", "config.json", "", std::nullopt,
@@ -44,12 +49,26 @@ class Builder {
   }
   uint64_t opt(const char* key, uint64_t fallback) {
     auto v = json_int(config_, key);
+    if (v && *v > kMaxConfigValue) return too_large(key, *v);
     return v && *v > 0 ? static_cast<uint64_t>(*v) : fallback;
   }
   bool ok() const { return ok_; }
 
+  // A tensor of the model. A config whose model would exceed kMaxDerivedTensors tensors or
+  // 2^64 bytes is refused (hostile or broken: no real model comes near), never allocated.
   void plain(const std::string& name, const std::vector<uint64_t>& shape, const std::string& dtype = "BF16") {
-    out_.push_back({name, dtype, shape, deploy_tensor_bytes(dtype, shape)});
+    if (!ok_) return;
+    const uint64_t bytes = deploy_tensor_bytes(dtype, shape);
+    auto total = checked_add(total_, bytes);
+    if (out_.size() >= kMaxDerivedTensors || bytes == UINT64_MAX || !total) {
+      f_.error("PREFLIGHT_CONFIG_KEY", "config.json", "", std::nullopt,
+               "config.json describes a model of more than " + std::to_string(kMaxDerivedTensors) +
+                   " tensors or 2^64 bytes: refused, no model comes near it");
+      ok_ = false;
+      return;
+    }
+    total_ = *total;
+    out_.push_back({name, dtype, shape, bytes});
   }
   // A linear weight [rows, cols]: block FP8 (with its scale) unless the config leaves it
   // unquantized; `quantizable` false for routers, embeddings and the LM head.
@@ -72,6 +91,16 @@ class Builder {
   Findings& f_;
   std::vector<DeployTensor>& out_;
   bool ok_ = true;
+  uint64_t total_ = 0;
+
+  uint64_t too_large(const char* key, int64_t v) {
+    if (ok_)
+      f_.error("PREFLIGHT_CONFIG_KEY", "config.json", "", std::nullopt,
+               std::string("config.json's ") + key + " " + std::to_string(v) + " is larger than " +
+                   std::to_string(kMaxConfigValue) + ": no model has such a dimension");
+    ok_ = false;
+    return 0;
+  }
 };
 
 std::string layer(uint64_t l) { return "model.layers." + std::to_string(l) + "."; }
@@ -96,7 +125,7 @@ void mlp(Builder& b, const std::string& prefix, uint64_t inter, uint64_t hidden,
 
 void experts(Builder& b, const std::string& prefix, uint64_t count, uint64_t inter, uint64_t hidden,
              const std::string& scale = "F32") {
-  for (uint64_t e = 0; e < count; ++e) mlp(b, prefix + "experts." + std::to_string(e) + ".", inter, hidden, scale);
+  for (uint64_t e = 0; e < count && b.ok(); ++e) mlp(b, prefix + "experts." + std::to_string(e) + ".", inter, hidden, scale);
 }
 
 bool deepseek_v3(Builder& b) {
@@ -110,7 +139,7 @@ bool deepseek_v3(Builder& b) {
   const uint64_t q_rank = b.opt("q_lora_rank", 0);
   if (!b.ok()) return false;
   globals(b, V, H);
-  for (uint64_t l = 0; l < L; ++l) {
+  for (uint64_t l = 0; l < L && b.ok(); ++l) {
     const std::string p = layer(l);
     b.plain(p + "input_layernorm.weight", {H});
     b.plain(p + "post_attention_layernorm.weight", {H});
@@ -135,7 +164,7 @@ bool deepseek_v3(Builder& b) {
       mlp(b, p + "mlp.", I, H);
     }
   }
-  return true;
+  return b.ok();
 }
 
 uint64_t head_dim(Builder& b, uint64_t hidden, uint64_t heads) {
@@ -173,7 +202,7 @@ bool qwen3_moe(Builder& b) {
   if (!b.ok()) return false;
   const uint64_t hd = head_dim(b, H, nh);
   globals(b, V, H);
-  for (uint64_t l = 0; l < L; ++l) {
+  for (uint64_t l = 0; l < L && b.ok(); ++l) {
     const std::string p = layer(l);
     b.plain(p + "input_layernorm.weight", {H});
     b.plain(p + "post_attention_layernorm.weight", {H});
@@ -199,7 +228,7 @@ bool qwen3_next(Builder& b) {
   if (!b.ok()) return false;
   const uint64_t hd = head_dim(b, H, nh);
   globals(b, V, H);
-  for (uint64_t l = 0; l < L; ++l) {
+  for (uint64_t l = 0; l < L && b.ok(); ++l) {
     const std::string p = layer(l);
     b.plain(p + "input_layernorm.weight", {H});
     b.plain(p + "post_attention_layernorm.weight", {H});
@@ -221,7 +250,7 @@ bool qwen3_next(Builder& b) {
       b.linear(p + "mlp.shared_expert_gate", 1, H, false);
     }
   }
-  return true;
+  return b.ok();
 }
 
 bool gpt_oss(Builder& b) {
@@ -232,7 +261,7 @@ bool gpt_oss(Builder& b) {
   const uint64_t hd = head_dim(b, H, nh);
   const bool mx = b.scheme().profile == "mxfp4";
   globals(b, V, H);
-  for (uint64_t l = 0; l < L; ++l) {
+  for (uint64_t l = 0; l < L && b.ok(); ++l) {
     const std::string p = layer(l);
     b.plain(p + "input_layernorm.weight", {H});
     b.plain(p + "post_attention_layernorm.weight", {H});
@@ -258,7 +287,7 @@ bool gpt_oss(Builder& b) {
     b.plain(x + "gate_up_proj_bias", {E, 2 * I});
     b.plain(x + "down_proj_bias", {E, H});
   }
-  return true;
+  return b.ok();
 }
 
 bool dense(Builder& b, const std::string& model_type) {
@@ -268,7 +297,7 @@ bool dense(Builder& b, const std::string& model_type) {
   if (!b.ok()) return false;
   const uint64_t hd = head_dim(b, H, nh);
   globals(b, V, H);
-  for (uint64_t l = 0; l < L; ++l) {
+  for (uint64_t l = 0; l < L && b.ok(); ++l) {
     const std::string p = layer(l);
     b.plain(p + "input_layernorm.weight", {H});
     b.plain(p + "post_attention_layernorm.weight", {H});
@@ -285,7 +314,7 @@ bool dense(Builder& b, const std::string& model_type) {
         b.plain(p + "self_attn." + m + ".bias", {std::string(m) == "q_proj" ? nh * hd : nkv * hd});
     mlp(b, p + "mlp.", I, H);
   }
-  return true;
+  return b.ok();
 }
 
 bool deepseek_v4(Builder& b) {

@@ -255,3 +255,30 @@ TEST(Preflight, ConfigOnlyAndFullCheckpointAgreeOnEveryFixtureFamily) {
 
 }  // namespace
 }  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// A hostile config cannot make preflight allocate a model no GPU could hold.
+TEST(Preflight, AConfigDescribingAnImpossiblyLargeModelIsRefusedNotAllocated) {
+  struct Case {
+    const char *layers, *experts, *hidden;
+  };
+  for (const Case c : {Case{"2000000000", "128", "4096"}, Case{"16000000", "16000000", "4096"},
+                       Case{"94", "128", "9007199254740993"}}) {
+    SCOPED_TRACE(std::string(c.layers) + " " + c.experts + " " + c.hidden);
+    test::TempDir tmp;
+    const std::string config = std::string(R"({"model_type": "qwen3_moe", "hidden_size": )") + c.hidden +
+                               R"(, "num_hidden_layers": )" + c.layers + R"(, "num_experts": )" + c.experts +
+                               R"(, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+      "moe_intermediate_size": 1536, "vocab_size": 151936})";
+    test::write_text(tmp.str("config.json"), config);
+    auto r = preflight(tmp.str(), PreflightOptions{});
+    EXPECT_TRUE(r.findings.has_code("PREFLIGHT_CONFIG_KEY")) << describe(r.findings);
+    EXPECT_EQ(preflight_outcome(r), Outcome::findings);
+    EXPECT_LE(r.tensors, size_t{1} << 20);
+  }
+}
+
+}  // namespace
+}  // namespace ckpt
