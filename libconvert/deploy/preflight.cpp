@@ -665,6 +665,11 @@ void summarise_modules(const Model& m, const std::vector<Weight>& weights, const
       mod.rank_cols = t.rank_cols;
       mod.degree = t.degree;
       for (const auto& p : t.parts) mod.replicas = std::max(mod.replicas, p.replicas);
+      if (split_is_expert(w.rule->split)) {
+        const Deployment& d = r.options.deployment;
+        mod.experts = t.experts ? t.experts : w.experts;
+        mod.experts_per_rank = d.ep > 1 ? ceil_div(mod.experts, d.ep) : mod.experts;
+      }
       mod.divides = !failing.count(mod.cls) || w.format != "fp8_block";
     }
     if (w.layer >= 0) mod.layers.push_back(w.layer);
@@ -747,7 +752,8 @@ PreflightReport preflight(const std::string& path, const PreflightOptions& optio
 }
 
 Outcome preflight_outcome(const PreflightReport& r) {
-  if (r.findings.has_code("PREFLIGHT_USAGE")) return Outcome::usage;
+  // A request ckptkit does not answer (a GGUF file) is refused like a usage mistake.
+  if (r.findings.has_code("PREFLIGHT_USAGE") || r.findings.has_code("PREFLIGHT_GGUF")) return Outcome::usage;
   return outcome_of(r.findings);
 }
 

@@ -43,6 +43,7 @@ struct PreflightModule {
   uint64_t rows = 0, cols = 0, rank_rows = 0, rank_cols = 0;  // one expert's / tensor's, per rank
   uint32_t degree = 1;
   uint64_t replicas = 1;
+  uint64_t experts = 0, experts_per_rank = 0;  // routed experts of a layer, and a rank's share (0: not experts)
   bool divides = true;  // every block-quantized split dimension is a multiple of its block
 };
 

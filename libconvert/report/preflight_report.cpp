@@ -50,7 +50,8 @@ std::string preflight_json(const PreflightReport& r) {
     w.key("merged").value(m.merged).key("format").value(m.format).key("layers").value(layer_ranges(m.layers));
     w.key("tensors").value(m.tensors).key("rows").value(m.rows).key("cols").value(m.cols);
     w.key("rank_rows").value(m.rank_rows).key("rank_cols").value(m.rank_cols).key("degree").value(m.degree);
-    w.key("replicas").value(m.replicas).key("divides").value(m.divides).end_object();
+    w.key("replicas").value(m.replicas).key("experts").value(m.experts).key("experts_per_rank").value(m.experts_per_rank);
+    w.key("divides").value(m.divides).end_object();
   }
   w.end_array();
   w.key("kernels").begin_array();
@@ -93,6 +94,7 @@ void print_preflight_human(const PreflightReport& r, std::ostream& out) {
         << ": " << m.rows << "x"
         << m.cols << " -> " << m.rank_rows << "x" << m.rank_cols << " a rank";
     if (m.replicas > 1) out << " (replicated x" << m.replicas << ")";
+    if (m.experts) out << ", " << m.experts_per_rank << " of " << m.experts << " experts a rank";
     out << "\n";
   }
   for (const auto& k : r.kernels)

@@ -71,6 +71,20 @@ TEST(Preflight, Qwen3_235B_Fp8FromConfigLoadsAtTp4AndAtTp8Ep8) {
   auto r8 = run(pub("qwen3-235b-a22b-fp8"), 8, 8);
   EXPECT_TRUE(r8.loads()) << describe(r8.findings);
   EXPECT_EQ(preflight_outcome(r8), Outcome::ok);
+  // Under EP 8 each rank holds 16 whole experts of 1536 rows; attention stays split by TP 8.
+  bool seen = false;
+  for (const auto& m : r8.modules)
+    if (m.names == "gate_proj") {
+      seen = true;
+      EXPECT_EQ(m.experts, 128u);
+      EXPECT_EQ(m.experts_per_rank, 16u);
+      EXPECT_EQ(m.rank_rows, 1536u);
+      EXPECT_EQ(m.layers.size(), 94u);
+      EXPECT_EQ(m.tensors, 94u * 128u);
+    } else if (m.names == "q_proj") {
+      EXPECT_EQ(m.rank_rows, 1024u);
+    }
+  EXPECT_TRUE(seen);
 }
 
 TEST(Preflight, Qwen3_30B_Fp8FromConfigFailsAtTp4Naming192AndLoadsAtTp2) {
@@ -278,6 +292,47 @@ TEST(Preflight, AConfigDescribingAnImpossiblyLargeModelIsRefusedNotAllocated) {
     EXPECT_EQ(preflight_outcome(r), Outcome::findings);
     EXPECT_LE(r.tensors, size_t{1} << 20);
   }
+}
+
+}  // namespace
+}  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// Qwen3-Next's hybrid layers: a GatedDeltaNet in_proj_ba of 2 x 32 value heads = 64 rows is
+// 8 rows a rank at TP 8 (the shape of sgl-project/sglang#19045's Qwen3.5 failure).
+TEST(Preflight, Qwen3NextGatedDeltaNetProjectionOfEightRowsARankIsRefused) {
+  test::TempDir tmp;
+  test::write_text(tmp.str("config.json"), R"({"model_type": "qwen3_next", "hidden_size": 2048,
+    "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+    "intermediate_size": 5120, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+    "num_experts": 512, "num_experts_per_tok": 10, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+    "full_attention_interval": 4, "vocab_size": 151936, "tie_word_embeddings": false,
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                            "weight_block_size": [128, 128]}})");
+  auto r = run(tmp.str(), 8, 8);
+  EXPECT_TRUE(r.config_only);
+  const std::string m = messages(r, "PREFLIGHT_BLOCK_DIVISIBILITY");
+  EXPECT_NE(m.find("ColumnParallelLinear in_proj_ba (GatedDeltaNet) in_proj_ba in layers 0-2, 4-6"), std::string::npos) << m;
+  EXPECT_NE(m.find("output rows 64 / tp 8 = 8, not a multiple of block_n 128"), std::string::npos) << m;
+  // The full-attention layers (every 4th) have no GatedDeltaNet.
+  EXPECT_EQ(m.find("layers 0-3"), std::string::npos) << m;
+  // 36 GatedDeltaNet layers, 12 attention layers; 512 experts x 3 in each of 48.
+  size_t ba = 0, experts = 0;
+  for (const auto& mod : r.modules) {
+    if (mod.names == "in_proj_ba") ba = mod.tensors;
+    if (mod.names == "gate_proj" && mod.split == Split::expert_column) experts = mod.tensors;
+  }
+  EXPECT_EQ(ba, 36u);
+  EXPECT_EQ(experts, 48u * 512u);
+}
+
+TEST(Preflight, AGgufFileIsRefusedNotGuessed) {
+  auto r = run(test::fixture("ggml/qwen3next-tiny.gguf"), 2);
+  EXPECT_TRUE(r.findings.has_code("PREFLIGHT_GGUF")) << describe(r.findings);
+  EXPECT_EQ(preflight_outcome(r), Outcome::usage);
 }
 
 }  // namespace
