@@ -689,6 +689,30 @@ void summarise_modules(const Model& m, const std::vector<Weight>& weights, const
   });
 }
 
+// Each engine's verdict: the block rules as that engine applies them, its kernels, and every
+// finding that stops all engines alike (memory, a split, a config mismatch).
+void per_engine_verdicts(const Analysis& a, PreflightReport& r) {
+  std::set<std::string> common;
+  for (const auto& f : r.findings.items())
+    if (f.severity == Severity::error && f.code != "PREFLIGHT_BLOCK_DIVISIBILITY" &&
+        f.code != "PREFLIGHT_SCALE_ROW_SHARED" && f.code != "PREFLIGHT_KERNEL")
+      common.insert(f.code);
+  for (const auto& e : r.engines) {
+    std::set<std::string> why = common;
+    if (!a.split_problems.empty()) why.insert("PREFLIGHT_TP_SPLIT");
+    for (const auto& [p, layers] : a.problems) {
+      const BlockBehaviour b = behaviour(p, e);
+      if (b == BlockBehaviour::refuse) why.insert("PREFLIGHT_BLOCK_DIVISIBILITY");
+      if (b == BlockBehaviour::silent) why.insert("PREFLIGHT_SCALE_ROW_SHARED");
+    }
+    for (const auto& k : r.kernels)
+      if (k.engine == e && k.support == "refused") why.insert("PREFLIGHT_KERNEL");
+    PreflightEngine v{e, why.empty(), ""};
+    for (const auto& c : why) v.why += (v.why.empty() ? "" : ", ") + c;
+    r.per_engine.push_back(std::move(v));
+  }
+}
+
 bool check_usage(PreflightReport& r) {
   const auto& d = r.options.deployment;
   const EngineRules& rules = engine_rules();
@@ -748,6 +772,7 @@ PreflightReport preflight(const std::string& path, const PreflightOptions& optio
   check_kernels(weights, m, r);
   check_memory(r);
   r.findings.sort_stable();
+  per_engine_verdicts(a, r);
   return r;
 }
 

@@ -51,6 +51,14 @@ struct PreflightKernel {
   std::string format, engine, arch, support, via, source;
 };
 
+// One engine's answer: where engines differ (vLLM loads a merged part silently wrong where
+// SGLang refuses it; a kernel one engine lacks), each is reported.
+struct PreflightEngine {
+  std::string engine;
+  bool loads = true;
+  std::string why;  // the finding codes that stop it ("" when it loads)
+};
+
 struct PreflightDegree {
   uint32_t tp = 1, ep = 1;
   uint64_t rank_bytes = 0;
@@ -67,6 +75,7 @@ struct PreflightReport {
   std::vector<PreflightKernel> kernels;
   uint64_t tensors = 0, total_bytes = 0, rank_bytes = 0;
   std::vector<PreflightDegree> working;  // TP / EP degrees whose block rules pass
+  std::vector<PreflightEngine> per_engine;  // each considered engine's verdict
   Findings findings;
   bool loads() const { return !findings.has_errors(); }
 };

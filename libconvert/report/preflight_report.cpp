@@ -42,6 +42,10 @@ std::string preflight_json(const PreflightReport& r) {
   w.key("engines").begin_array();
   for (const auto& e : r.engines) w.value(e);
   w.end_array();
+  w.key("per_engine").begin_array();
+  for (const auto& e : r.per_engine)
+    w.begin_object().key("engine").value(e.engine).key("loads").value(e.loads).key("why").value(e.why).end_object();
+  w.end_array();
   w.key("gpu");
   if (r.options.gpu.empty()) w.null(); else w.value(r.options.gpu);
   w.key("modules").begin_array();
@@ -104,6 +108,8 @@ void print_preflight_human(const PreflightReport& r, std::ostream& out) {
   if (r.options.gpu_memory) out << " of " << r.options.gpu_memory;
   out << "\n";
   for (const auto& f : r.findings.items()) out << finding_text(f) << "\n";
+  for (const auto& e : r.per_engine)
+    out << "  " << e.engine << ": " << (e.loads ? "loads" : "does not load right (" + e.why + ")") << "\n";
   out << preflight_verdict_line(r) << "\n";
 }
 

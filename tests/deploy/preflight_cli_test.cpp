@@ -24,6 +24,9 @@ TEST(PreflightCli, SynthDsv4TinyFailsSm80NamingTheConversionAndItsBf16Conversion
   // Block FP8 has a weight-only Marlin path on sm80 in both engines: not refused, listed.
   EXPECT_EQ(seed.out.find("sm80 has no kernel for FP8 E4M3 weights with 2-D block scales"), std::string::npos) << seed.out;
   EXPECT_NE(seed.out.find("kernel sm80 fp8_block sglang: fallback via Marlin FP8"), std::string::npos) << seed.out;
+  // Engines differ: vLLM has weight-only Marlin kernels for both formats on sm80.
+  EXPECT_NE(seed.out.find("  vllm: loads"), std::string::npos) << seed.out;
+  EXPECT_NE(seed.out.find("  sglang: does not load right (PREFLIGHT_KERNEL)"), std::string::npos) << seed.out;
   // The same checkpoint on a Hopper GPU loads.
   auto hopper = run_ckpt("preflight --gpu sm90 " + shell_quote(in));
   EXPECT_EQ(hopper.exit_code, 0) << hopper.out << hopper.err;

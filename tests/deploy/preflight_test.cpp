@@ -202,6 +202,14 @@ TEST(Preflight, AMergedQkvWhoseKvPartsAreNarrowerThanABlockIsReportedSilentlyWro
     EXPECT_TRUE(s.findings.has_code("PREFLIGHT_BLOCK_DIVISIBILITY")) << describe(s.findings);
     // transformers keeps q, k, v apart, each with its own scale: nothing shared.
     EXPECT_TRUE(run(path, 1, 1, 0, {"transformers"}).loads());
+    // Asked of all three, each engine's answer is its own.
+    auto all = run(path, 1, 1, 0, {"vllm", "sglang", "transformers"});
+    ASSERT_EQ(all.per_engine.size(), 3u);
+    EXPECT_FALSE(all.per_engine[0].loads);
+    EXPECT_EQ(all.per_engine[0].why, "PREFLIGHT_SCALE_ROW_SHARED");
+    EXPECT_FALSE(all.per_engine[1].loads);
+    EXPECT_EQ(all.per_engine[1].why, "PREFLIGHT_BLOCK_DIVISIBILITY");
+    EXPECT_TRUE(all.per_engine[2].loads);
   }
 }
 
