@@ -82,3 +82,22 @@ TEST(PreflightCli, ValidateWithTpOrGpuRunsThePreflightChecks) {
 
 }  // namespace
 }  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// ckptkit's own INT8-shift expert layout runs only in the deployment's SGLang patch.
+TEST(PreflightCli, TheInt8ShiftLayoutLoadsInSglangOnlyOnSm80) {
+  test::TempDir tmp;
+  const std::string out = tmp.str("i8");
+  ASSERT_EQ(test::run_ckpt("convert -q --experts int8-shift " + test::shell_quote(test::fixture("oracle/dsv4-tiny")) + " " +
+                           test::shell_quote(out)).exit_code, 0);
+  auto both = test::run_ckpt("preflight --gpu sm80 " + test::shell_quote(out));
+  EXPECT_EQ(both.exit_code, 1) << both.out;
+  EXPECT_NE(both.out.find("kernel sm80 int8_shift vllm: refused"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("  sglang: loads"), std::string::npos) << both.out;
+  EXPECT_EQ(test::run_ckpt("preflight -q --gpu sm80 --engine sglang " + test::shell_quote(out)).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace ckpt
