@@ -465,7 +465,8 @@ void check_heads(const Model& m, PreflightReport& r) {
   if (kv && r.family != "deepseek_v3" && ((kv >= d.tp && kv % d.tp != 0) || (kv < d.tp && d.tp % kv != 0)))
     r.findings.error("PREFLIGHT_TP_SPLIT", "config.json", "", std::nullopt,
                      "num_key_value_heads " + std::to_string(kv) + " and tp " + std::to_string(d.tp) +
-                         ": one must divide the other (KV heads are split, or replicated when fewer than tp)");
+                         ": one must divide the other (KV heads are split, or replicated when fewer than tp); fix: a tp that " +
+                         "divides " + std::to_string(kv) + " or is a multiple of it");
 }
 
 std::vector<PreflightDegree> working_degrees(const Model& m, const std::vector<Weight>& weights,

@@ -119,6 +119,7 @@ TEST(Preflight, Qwen3_235BWeightsDoNotFitAtTp2In80GAndFitAtTp4In141G) {
   EXPECT_FALSE(r2.loads());
   const std::string m = messages(r2, "PREFLIGHT_MEMORY");
   EXPECT_NE(m.find("does not fit"), std::string::npos) << describe(r2.findings);
+  EXPECT_NE(m.find("Fix: --tp 4 ("), std::string::npos) << m;  // the next degree that loads and fits
   // 94 layers of 128 experts x 3 x 1536 x 4096 FP8 bytes alone are 227,066,462,208 bytes:
   // half of them, plus attention and the vocab shards, on each of 2 ranks.
   EXPECT_GT(r2.rank_bytes, 227066462208ull / 2);
@@ -341,6 +342,19 @@ TEST(Preflight, AGgufFileIsRefusedNotGuessed) {
   auto r = run(test::fixture("ggml/qwen3next-tiny.gguf"), 2);
   EXPECT_TRUE(r.findings.has_code("PREFLIGHT_GGUF")) << describe(r.findings);
   EXPECT_EQ(preflight_outcome(r), Outcome::usage);
+}
+
+}  // namespace
+}  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+TEST(Preflight, HeadsThatDoNotDivideByTpAreASplitFinding) {
+  auto r = run(pub("qwen3-30b-a3b-fp8"), 64);
+  const std::string m = messages(r, "PREFLIGHT_TP_SPLIT");
+  EXPECT_NE(m.find("num_attention_heads 32 / tp 64 is not whole"), std::string::npos) << describe(r.findings);
+  EXPECT_FALSE(r.loads());
 }
 
 }  // namespace
