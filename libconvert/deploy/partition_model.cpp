@@ -205,11 +205,11 @@ TensorPartition partition_tensor(Split split, const std::vector<uint64_t>& shape
   for (size_t i = 1; i < s.size(); ++i) t.cols *= s[i];
   switch (split) {
     case Split::column:
-    case Split::vocab: t.degree = d.tp; break;
+    case Split::vocab:
     case Split::column_kv:
     case Split::row:
     case Split::fused_qkv:
-    case Split::fused_gate_up: t.degree = d.tp; break;
+    case Split::fused_gate_up: t.degree = std::max<uint32_t>(d.tp, 1); break;
     case Split::expert_column:
     case Split::expert_row:
     case Split::expert_fused_column:

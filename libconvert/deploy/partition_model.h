@@ -37,8 +37,9 @@ bool split_cuts_rows(Split s);  // the engine cuts output rows (else input colum
 
 struct Deployment {
   uint32_t tp = 1, ep = 1, pp = 1;
-  // Experts are split over TP / EP (1: whole experts per rank).
-  uint32_t expert_tp() const { return ep > 1 ? tp / ep : tp; }
+  // Experts are split over TP / EP (1: whole experts per rank); at least 1 whatever the
+  // degrees (EP must divide TP: preflight refuses other requests as usage mistakes).
+  uint32_t expert_tp() const { return ep > 1 ? (ep <= tp ? tp / ep : 1) : (tp ? tp : 1); }
 };
 
 struct ModuleRule {

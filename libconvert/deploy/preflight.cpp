@@ -290,7 +290,7 @@ std::string fill(std::string msg, const Problem& p) {
 }
 
 // Bytes of one tensor on the largest rank.
-uint64_t rank_share(const Model& m, const Weight& w, const TensorPartition& t, const Deployment& d, uint64_t bytes) {
+uint64_t rank_share(const Weight& w, const TensorPartition& t, const Deployment& d, uint64_t bytes) {
   long double f = 1.0L;
   if (t.rows && t.rank_rows != t.rows) f *= static_cast<long double>(t.rank_rows) / t.rows;
   if (t.cols && t.rank_cols != t.cols) f *= static_cast<long double>(t.rank_cols) / t.cols;
@@ -298,7 +298,6 @@ uint64_t rank_share(const Model& m, const Weight& w, const TensorPartition& t, c
     const uint64_t e = t.experts ? t.experts : w.experts;
     if (e) f *= static_cast<long double>(ceil_div(e, d.ep)) / e;
   }
-  (void)m;
   return static_cast<uint64_t>(static_cast<long double>(bytes) * f + 0.5L);
 }
 
@@ -319,7 +318,7 @@ uint64_t largest_rank_bytes(const Model& m, const Deployment& d, const std::vect
     if (m.config && is_mtp_tensor(*m.config, t.name)) continue;
     uint64_t share = t.nbytes;
     auto it = by_module.find(module_of(t.name));
-    if (it != by_module.end()) share = rank_share(m, *it->second, partition_of(m, *it->second, d), d, t.nbytes);
+    if (it != by_module.end()) share = rank_share(*it->second, partition_of(m, *it->second, d), d, t.nbytes);
     stage[stage_of(t)] += share;
   }
   return *std::max_element(stage.begin(), stage.end());

@@ -93,3 +93,18 @@ TEST(PartitionModel, FusedQkvSplitsEachPart) {
 
 }  // namespace
 }  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+TEST(PartitionModel, ADegreeIsAtLeastOneWhateverTheRequest) {
+  for (Deployment d : {Deployment{0, 1, 1}, Deployment{2, 8, 1}, Deployment{0, 0, 0}}) {
+    auto c = partition_tensor(Split::column, {128, 64}, d, {});
+    EXPECT_GE(c.degree, 1u);
+    auto e = partition_tensor(Split::expert_row, {64, 128}, d, {});
+    EXPECT_GE(e.degree, 1u);
+  }
+}
+
+}  // namespace
+}  // namespace ckpt
