@@ -23,5 +23,6 @@ Command add_dump_command(CLI::App& app);    // apps/ckpt/cmd_dump.cpp
 Command add_repack_command(CLI::App& app);  // apps/ckpt/cmd_repack.cpp
 Command add_hash_command(CLI::App& app);    // apps/ckpt/cmd_hash.cpp
 Command add_diff_command(CLI::App& app);    // apps/ckpt/cmd_diff.cpp
+Command add_preflight_command(CLI::App& app);  // apps/ckpt/cmd_preflight.cpp
 
 }  // namespace ckptcli

@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "convert/convert.h"
 #include "core/build_info.h"
+#include "deploy/preflight.h"
 #include "formats/loader.h"
 #include "io/atomic_file.h"
 #include "profiles/registry.h"
@@ -88,6 +89,8 @@ struct ValidateArgs {
   std::string partition;  // "I/N" or "env"
   unsigned partitions = 0;
   std::vector<std::string> merge;
+  unsigned tp = 0, ep = 0;  // --tp / --ep / --gpu: also run ckpt preflight's checks
+  std::string gpu;
   CommonFlags c;
 };
 
@@ -141,8 +144,25 @@ Outcome run_validate(const ValidateArgs& a) {
   }
   ckpt::Progress progress(a.c.mode(), "validate");
   options.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
+  // The deployment checks of `ckpt preflight`, when a deployment is named.
+  std::optional<ckpt::PreflightReport> deployment;
+  if (a.tp || a.ep || !a.gpu.empty()) {
+    ckpt::PreflightOptions po;
+    po.deployment = {std::max(a.tp, 1u), std::max(a.ep, 1u), 1};
+    po.gpu = a.gpu;
+    deployment = ckpt::preflight(a.path, po);
+    if (ckpt::preflight_outcome(*deployment) == Outcome::usage) {
+      ckptcli::print_findings(kValidate, deployment->findings, ckpt::Severity::error);
+      return Outcome::usage;
+    }
+  }
   auto report = ckpt::validate_path(a.path, options);
   progress.finish();
+  if (deployment) {
+    for (const auto& f : deployment->findings.items())
+      if (f.code.rfind("PREFLIGHT_", 0) == 0) report.findings.add(f);
+    report.findings.sort_stable();
+  }
   return emit_validation(report, a, inputs);
 }
 
@@ -303,6 +323,9 @@ int main(int argc, char** argv) {
                        "merge the N --json reports with --merge");
   validate->add_option("--partitions", va.partitions, "N for --partition env (default: CKPT_PARTITIONS, Slurm array)");
   validate->add_option("--merge", va.merge, "merge partial reports (part-*.json) into the single-process report");
+  validate->add_option("--tp", va.tp, "also run ckpt preflight's checks at this tensor-parallel degree");
+  validate->add_option("--ep", va.ep, "with --tp: the expert-parallel degree (ckpt preflight)");
+  validate->add_option("--gpu", va.gpu, "also check kernel availability on this GPU architecture (ckpt preflight)");
 
   ConvertArgs ca;
   auto* convert = app.add_subcommand("convert", "Convert a checkpoint: block FP8 -> BF16; experts kept or remapped");
@@ -350,6 +373,7 @@ int main(int argc, char** argv) {
   ckptcli::Command repack = ckptcli::add_repack_command(app);
   ckptcli::Command hash = ckptcli::add_hash_command(app);
   ckptcli::Command diff = ckptcli::add_diff_command(app);
+  ckptcli::Command preflight = ckptcli::add_preflight_command(app);
 
   try {
     app.parse(argc, argv);
@@ -368,7 +392,7 @@ int main(int argc, char** argv) {
   if (*validate) return ckptcli::finish(kValidate, run_validate(va));
   if (*synth) return ckptcli::finish(kSynth, run_synth(sa));
   if (*convert) return ckptcli::finish(kConvert, run_convert(ca));
-  for (const ckptcli::Command* c : {&dump, &repack, &hash, &diff})
+  for (const ckptcli::Command* c : {&dump, &repack, &hash, &diff, &preflight})
     if (*c->sub) return ckptcli::finish(c->name, c->run());
   return ckpt::exit_code_for(Outcome::usage);
 }

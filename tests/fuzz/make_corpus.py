@@ -66,6 +66,7 @@ def json_seeds():
     put("index_json", "bad-path.json", b'{"metadata":{"total_size":8},"weight_map":{"a":"../x.safetensors"}}')
     for p in sorted(FIXTURES.rglob("config.json")):
         put("config_dsv4", safe_name(p), p.read_bytes())
+        put("config_tensors", safe_name(p), p.read_bytes())
     base = json.loads((FIXTURES / "oracle" / "dsv4-tiny" / "config.json").read_text())
     preview = dict(base)
     for k in [k for k in preview if k.startswith("dspark_")]:

@@ -38,6 +38,11 @@ def main() -> int:
         ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv4-edge.qw-bf16"), str(fixtures / "oracle/dsv4-tiny.qw-bf16")]),
         ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv3-tiny"), str(fixtures / "oracle/dsv3-tiny")]),
         ("diff-report.schema.json", ["diff", "--json", "-", str(fixtures / "oracle/dsv3-tiny"), "/nonexistent"]),
+        ("preflight-report.schema.json", ["preflight", "--tp", "8", "--gpu", "sm80", "--gpu-memory", "80G", "--json", "-", str(fixtures / "preflight/qwen3-235b-a22b-fp8")]),
+        ("preflight-report.schema.json", ["preflight", "--tp", "8", "--ep", "8", "--json", "-", str(fixtures / "preflight/qwen3-235b-a22b-fp8")]),
+        ("preflight-report.schema.json", ["preflight", "--gpu", "sm80", "--json", "-", str(fixtures / "oracle/dsv4-tiny")]),
+        ("preflight-report.schema.json", ["preflight", "--tp", "2", "--json", "-", str(fixtures / "families/gptoss-mxfp4/in")]),
+        ("preflight-report.schema.json", ["preflight", "--json", "-", "/nonexistent"]),
     ]
     failed = 0
     import tempfile

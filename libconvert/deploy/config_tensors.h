@@ -1,0 +1,41 @@
+// Every tensor of a checkpoint derived from its config.json alone (name, dtype, shape), for
+// DeepSeek-V3/R1, DeepSeek-V4, Qwen3-MoE, Qwen3-Next, gpt-oss and Llama/Mistral/Qwen dense
+// models, in the family's released layout and quantization (block FP8, MXFP4 experts, or
+// none). It answers a deployment question before anything but a 10 KB file is downloaded;
+// when the headers are present they are the truth and this list is compared with them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "core/findings.h"
+
+namespace ckpt {
+
+struct QuantScheme;
+
+struct DeployTensor {
+  std::string name;
+  std::string dtype;            // safetensors dtype name
+  std::vector<uint64_t> shape;
+  uint64_t nbytes = 0;
+};
+
+uint64_t deploy_tensor_bytes(const std::string& dtype, const std::vector<uint64_t>& shape);
+
+// Appends the model's tensors (the main model: MTP / next-token-prediction layers, which the
+// engines load only for speculative decoding, are left out) to `out`. False with an error
+// finding naming config.json and the key when the family is unknown or a key it needs is
+// missing or not a positive integer; a quantization the family's release never used (e.g. an
+// FP8 gpt-oss) is refused the same way, never guessed.
+bool tensors_from_config(simdjson::dom::element config, const QuantScheme& scheme, Findings& f,
+                         std::vector<DeployTensor>& out);
+
+// True for a tensor of an MTP / next-token-prediction layer (layers.N with N >=
+// num_hidden_layers, or DeepSeek-V4's mtp.N): not part of the served main model.
+bool is_mtp_tensor(simdjson::dom::element config, const std::string& name);
+
+}  // namespace ckpt

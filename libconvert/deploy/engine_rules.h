@@ -1,0 +1,53 @@
+// The engines' load-time rules as data (schemas/deploy/engines.json): what each engine does
+// with a block-quantized weight whose per-rank slice is not a multiple of the block, and
+// which kernels each GPU architecture has for each quantized format.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ckpt {
+
+enum class BlockBehaviour { ok, refuse, silent };
+
+struct BlockRule {
+  std::string id;         // "moe_w13_block_n"
+  std::string applies;    // "expert_column", "expert_row", "column", "merged", "row"
+  std::string dimension;  // "block_n" or "block_k"
+  std::string message;    // the engine's message, {per_rank} and {block} to fill in
+  std::map<std::string, BlockBehaviour> behaviour;  // engine -> what it does
+  std::map<std::string, std::string> sources;       // engine -> file and function
+};
+
+enum class KernelSupport { native, fallback, refused, unknown };
+
+struct KernelEntry {
+  KernelSupport support = KernelSupport::unknown;
+  std::string via;  // the fallback's kernel
+};
+
+struct FormatKernels {
+  std::string format, title, instead;
+  std::map<std::string, std::map<std::string, KernelEntry>> engines;  // engine -> arch -> entry
+  std::map<std::string, std::string> sources;                          // engine -> file
+};
+
+struct EngineRules {
+  std::vector<std::string> engines;        // "vllm", "sglang", "transformers"
+  std::vector<BlockRule> block_rules;
+  std::vector<std::string> architectures;  // "sm80", ...
+  std::vector<FormatKernels> formats;
+
+  const BlockRule* block_rule(const std::string& applies) const;
+  const FormatKernels* kernels(const std::string& format) const;
+  bool knows_engine(const std::string& e) const;
+  bool knows_architecture(const std::string& a) const;
+};
+
+// The embedded rules, parsed once.
+const EngineRules& engine_rules();
+
+const char* kernel_support_name(KernelSupport s);
+
+}  // namespace ckpt

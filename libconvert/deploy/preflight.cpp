@@ -1,0 +1,785 @@
+// ckpt preflight (preflight.h): the partition model applied to one checkpoint and deployment.
+#include "deploy/preflight.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+
+#include "deploy/config_tensors.h"
+#include "deploy/engine_rules.h"
+#include "formats/json.h"
+#include "formats/loader.h"
+#include "model/quant_scheme.h"
+
+namespace fs = std::filesystem;
+
+namespace ckpt {
+
+std::string layer_ranges(std::vector<int64_t> layers) {
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(layers[i]);
+    if (j > i) out += "-" + std::to_string(layers[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+namespace {
+
+constexpr const char* kNoFile = "";
+
+std::string gib(uint64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
+
+std::string last_component(const std::string& s) {
+  size_t dot = s.rfind('.');
+  return dot == std::string::npos ? s : s.substr(dot + 1);
+}
+
+// The model as preflight sees it: tensors by name, the config, the quantization.
+struct Model {
+  std::vector<DeployTensor> tensors;
+  std::map<std::string, size_t> by_name;
+  std::optional<simdjson::dom::element> config;
+  const ArchitectureRules* arch = nullptr;
+  QuantScheme scheme;
+  HeadGeometry heads;
+  const DeployTensor* find(const std::string& n) const {
+    auto it = by_name.find(n);
+    return it == by_name.end() ? nullptr : &tensors[it->second];
+  }
+};
+
+// One weight of a linear module the rules classify.
+struct Weight {
+  const DeployTensor* tensor = nullptr;
+  const DeployTensor* scale = nullptr;
+  std::string module;
+  const ModuleRule* rule = nullptr;
+  std::string format;
+  int64_t layer = -1;
+  bool last_part = false;  // the last part of a merged layer (v, up, w3)
+  uint64_t experts = 0;    // routed experts of its layer (per-expert tensors)
+};
+
+const DeployTensor* scale_of(const Model& m, const std::string& module, const std::string& weight_name) {
+  for (const char* s : {".weight_scale_inv", ".weight_scale", ".scale"})
+    if (auto* t = m.find(module + s)) return t;
+  if (weight_name.ends_with("_blocks")) return m.find(module + "_scales");
+  return nullptr;
+}
+
+std::string format_of(const DeployTensor& w, const DeployTensor* scale, const QuantScheme& scheme) {
+  if (w.name.ends_with("_blocks")) return "mxfp4";
+  if ((w.dtype == "I8" || w.dtype == "U8") && scale) return "mxfp4";
+  if (w.dtype == "F8_E4M3" || w.dtype == "F8_E4M3FNUZ") {
+    if (scheme.profile == "mxfp8") return "mxfp8";
+    if (scale && scale->shape.size() == 2 && w.shape.size() >= 2 &&
+        scale->shape[0] == ceil_div(w.shape[0], std::max<uint64_t>(scheme.block_rows, 1)) && scale->shape[0] > 0 &&
+        scheme.shape == ScaleShape::block)
+      return "fp8_block";
+    return "fp8_tensor";
+  }
+  return "unquantized";
+}
+
+bool is_last_part(const std::string& module) {
+  const std::string c = last_component(module);
+  return c == "v_proj" || c == "up_proj" || c == "w3";
+}
+
+uint64_t config_int(const Model& m, const char* key) {
+  if (!m.config) return 0;
+  auto v = json_int(*m.config, key);
+  return v && *v > 0 ? static_cast<uint64_t>(*v) : 0;
+}
+
+// The experts a per-expert tensor's layer has ("experts.N." indices).
+std::map<int64_t, uint64_t> experts_per_layer(const Model& m) {
+  std::map<int64_t, uint64_t> out;
+  for (const auto& t : m.tensors) {
+    size_t at = t.name.find(".experts.");
+    if (at == std::string::npos) continue;
+    const char* p = t.name.c_str() + at + 9;
+    if (*p < '0' || *p > '9') continue;
+    uint64_t e = std::strtoull(p, nullptr, 10);
+    auto& n = out[layer_of(t.name)];
+    n = std::max(n, e + 1);
+  }
+  return out;
+}
+
+std::vector<Weight> linear_weights(const Model& m) {
+  std::vector<Weight> out;
+  if (!m.arch) return out;
+  const auto experts = experts_per_layer(m);
+  for (const auto& t : m.tensors) {
+    if (m.config && is_mtp_tensor(*m.config, t.name)) continue;
+    std::string role;
+    std::string module = module_of(t.name, &role);
+    if (role != "weight" && !(role.empty() && t.shape.size() == 3)) continue;
+    const ModuleRule* rule = classify_module(*m.arch, module);
+    if (!rule || rule->split == Split::none) continue;
+    Weight w;
+    w.tensor = &t;
+    w.module = module;
+    w.rule = rule;
+    w.scale = scale_of(m, module, t.name);
+    w.format = format_of(t, w.scale, m.scheme);
+    w.layer = layer_of(t.name);
+    w.last_part = is_last_part(module);
+    auto it = experts.find(w.layer);
+    w.experts = it == experts.end() ? 0 : it->second;
+    out.push_back(w);
+  }
+  return out;
+}
+
+// The logical 2-D shape the partition model works on (MXFP4 blocks unpacked into columns,
+// V4's packed I8 experts two codes a byte).
+std::vector<uint64_t> logical_shape(const Weight& w) {
+  std::vector<uint64_t> s = w.tensor->shape;
+  if (w.tensor->name.ends_with("_blocks") && s.size() == 4) return {s[0], s[1], s[2] * s[3] * 2};
+  if (w.format == "mxfp4" && s.size() == 2) return {s[0], s[1] * 2};
+  return s;
+}
+
+TensorPartition partition_of(const Model& m, const Weight& w, const Deployment& d) {
+  return partition_tensor(w.rule->split, logical_shape(w), d, m.heads);
+}
+
+// One block problem: a split dimension of a block-FP8 weight that is not a multiple of its block.
+struct Problem {
+  std::string rule;       // engines.json block rule ("expert_column", "merged", "column", "row", ...)
+  std::string cls, name;  // module class; the module's last component ("gate_proj")
+  std::string part;       // fused part ("k") or ""
+  std::string dimension;  // "block_n" / "block_k"
+  uint64_t full = 0, per_rank = 0, block = 0;
+  uint32_t degree = 1;
+  uint64_t replicas = 1;
+};
+
+bool operator<(const Problem& a, const Problem& b) {
+  return std::tie(a.rule, a.cls, a.dimension, a.full, a.per_rank, a.part) <
+         std::tie(b.rule, b.cls, b.dimension, b.full, b.per_rank, b.part);
+}
+
+void block_problems(const Model& m, const Weight& w, const TensorPartition& t, std::vector<Problem>& out) {
+  if (w.format != "fp8_block") return;
+  const uint64_t bn = m.scheme.block_rows, bk = m.scheme.block_cols;
+  const Split s = w.rule->split;
+  const std::string name = last_component(w.module);
+  auto add = [&](const std::string& rule, const std::string& part, const char* dim, uint64_t full, uint64_t per_rank,
+                 uint64_t block, uint64_t replicas) {
+    out.push_back(Problem{rule, w.rule->cls, name, part, dim, full, per_rank, block, t.degree, replicas});
+  };
+  if (s == Split::expert_column || s == Split::expert_fused_column) {
+    for (const auto& p : t.parts)
+      if (p.per_rank % bn != 0) add("expert_column", p.part, "block_n", p.size, p.per_rank, bn, p.replicas);
+  } else if (s == Split::expert_row || s == Split::expert_fused_row) {
+    if (t.degree > 1 && t.rank_cols % bk != 0) add("expert_row", "", "block_k", t.cols, t.rank_cols, bk, 1);
+  } else if (s == Split::row) {
+    if (t.degree > 1 && t.rank_cols % bk != 0) add("row", "", "block_k", t.cols, t.rank_cols, bk, 1);
+  } else if (split_cuts_rows(s) && s != Split::vocab) {
+    const bool merged = !w.rule->merged.empty();
+    for (size_t i = 0; i < t.parts.size(); ++i) {
+      const auto& p = t.parts[i];
+      const bool last = merged && (t.parts.size() > 1 ? i + 1 == t.parts.size() : w.last_part);
+      // A part's rank slice not on the grid shares a scale row with the next rank (TP > 1)
+      // or, inside a merged layer, with the next part (every part but the last).
+      const bool cut_by_rank = t.degree > 1 && p.replicas <= 1;
+      const bool shares = p.per_rank % bn != 0 && (cut_by_rank || (merged && !last) || p.replicas > 1);
+      if (shares) add(merged ? "merged" : "column", p.part, "block_n", p.size, p.per_rank, bn, p.replicas);
+    }
+  }
+}
+
+struct Analysis {
+  std::vector<Weight> weights;
+  std::map<Problem, std::vector<int64_t>> problems;  // -> layers
+  std::map<Problem, uint64_t> problem_tensors;
+  std::map<Problem, std::set<std::string>> problem_names;  // "gate_proj", "up_proj"
+  std::vector<std::string> split_problems;
+};
+
+Analysis analyse(const Model& m, const Deployment& d, const std::vector<Weight>& weights) {
+  Analysis a;
+  std::set<std::string> split_seen;
+  for (const auto& w : weights) {
+    TensorPartition t = partition_of(m, w, d);
+    // Engines pad the vocabulary to a multiple of the degree: no vocab split is refused.
+    if (!t.problem.empty() && w.rule->split != Split::vocab) {
+      std::string text = w.rule->cls + " (" + last_component(w.module) + "): " + t.problem;
+      if (split_seen.insert(text).second) a.split_problems.push_back(text);
+    }
+    std::vector<Problem> ps;
+    block_problems(m, w, t, ps);
+    for (auto& p : ps) {
+      a.problems[p].push_back(w.layer);
+      a.problem_tensors[p] += 1;
+      a.problem_names[p].insert(p.name);
+    }
+  }
+  return a;
+}
+
+// An engine refuses (at start-up) or silently mis-loads `p`.
+BlockBehaviour behaviour(const Problem& p, const std::string& engine) {
+  const BlockRule* r = engine_rules().block_rule(p.rule);
+  if (!r) return BlockBehaviour::refuse;
+  auto it = r->behaviour.find(engine);
+  return it == r->behaviour.end() ? BlockBehaviour::ok : it->second;
+}
+
+bool blocking(const Analysis& a, const std::vector<std::string>& engines) {
+  if (!a.split_problems.empty()) return true;
+  for (const auto& [p, layers] : a.problems)
+    for (const auto& e : engines)
+      if (behaviour(p, e) != BlockBehaviour::ok) return true;
+  return false;
+}
+
+// "moe_intermediate_size 1536" when a config value equals the size, else "rows 1536".
+std::string size_text(const Model& m, const Problem& p) {
+  static const char* kKeys[] = {"moe_intermediate_size", "intermediate_size", "shared_expert_intermediate_size",
+                                "hidden_size", "q_lora_rank", "kv_lora_rank", "head_dim"};
+  for (const char* k : kKeys)
+    if (config_int(m, k) == p.full) return std::string(k) + " " + std::to_string(p.full);
+  return std::string(p.dimension == "block_k" ? "input columns " : "output rows ") + std::to_string(p.full);
+}
+
+std::string degree_text(const Deployment& d, const Problem& p) {
+  if ((p.rule == "expert_column" || p.rule == "expert_row") && d.ep > 1)
+    return "(tp " + std::to_string(d.tp) + " / ep " + std::to_string(d.ep) + ") " + std::to_string(p.degree);
+  return "tp " + std::to_string(p.degree);
+}
+
+std::string division_text(const Model& m, const Deployment& d, const Problem& p) {
+  std::string head = (p.part.empty() ? "" : p.part + " part: ") + size_text(m, p);
+  if (p.replicas > 1)
+    return head + " (" + std::to_string(p.full / std::max<uint64_t>(m.heads.head_dim, 1)) + " KV heads < tp " +
+           std::to_string(d.tp) + ": one head of " + std::to_string(p.per_rank) + " rows on each rank), " +
+           std::to_string(p.per_rank) + " not a multiple of " + p.dimension + " " + std::to_string(p.block);
+  if (p.degree <= 1)
+    return head + ", not a multiple of " + p.dimension + " " + std::to_string(p.block);
+  return head + " / " + degree_text(d, p) + " = " + std::to_string(p.per_rank) + ", not a multiple of " + p.dimension +
+         " " + std::to_string(p.block);
+}
+
+std::string fill(std::string msg, const Problem& p) {
+  for (auto [key, value] : {std::pair<std::string, uint64_t>{"{per_rank}", p.per_rank}, {"{block}", p.block}}) {
+    size_t at = msg.find(key);
+    if (at != std::string::npos) msg.replace(at, key.size(), std::to_string(value));
+  }
+  return msg;
+}
+
+// Bytes of one tensor on the largest rank.
+uint64_t rank_share(const Weight& w, const TensorPartition& t, const Deployment& d, uint64_t bytes) {
+  long double f = 1.0L;
+  if (t.rows && t.rank_rows != t.rows) f *= static_cast<long double>(t.rank_rows) / t.rows;
+  if (t.cols && t.rank_cols != t.cols) f *= static_cast<long double>(t.rank_cols) / t.cols;
+  if (split_is_expert(w.rule->split) && d.ep > 1) {
+    const uint64_t e = t.experts ? t.experts : w.experts;
+    if (e) f *= static_cast<long double>(ceil_div(e, d.ep)) / e;
+  }
+  return static_cast<uint64_t>(static_cast<long double>(bytes) * f + 0.5L);
+}
+
+// The weights of the largest rank: each tensor's share, layers grouped into PP stages.
+uint64_t largest_rank_bytes(const Model& m, const Deployment& d, const std::vector<Weight>& weights) {
+  std::map<std::string, const Weight*> by_module;
+  for (const auto& w : weights) by_module[w.module] = &w;
+  const uint64_t layers = std::max<uint64_t>(config_int(m, "num_hidden_layers"), 1);
+  const uint32_t pp = std::max<uint32_t>(d.pp, 1);
+  std::vector<uint64_t> stage(pp, 0);
+  auto stage_of = [&](const DeployTensor& t) -> uint32_t {
+    const int64_t l = layer_of(t.name);
+    if (l >= 0) return static_cast<uint32_t>(std::min<uint64_t>(static_cast<uint64_t>(l) * pp / layers, pp - 1));
+    const std::string mod = module_of(t.name);
+    return mod.find("embed") != std::string::npos ? 0 : pp - 1;
+  };
+  for (const auto& t : m.tensors) {
+    if (m.config && is_mtp_tensor(*m.config, t.name)) continue;
+    uint64_t share = t.nbytes;
+    auto it = by_module.find(module_of(t.name));
+    if (it != by_module.end()) share = rank_share(*it->second, partition_of(m, *it->second, d), d, t.nbytes);
+    stage[stage_of(t)] += share;
+  }
+  return *std::max_element(stage.begin(), stage.end());
+}
+
+}  // namespace
+
+namespace {
+
+bool read_model(const std::string& path, PreflightReport& r, Model& m, LoadedModel& loaded) {
+  StReadOptions options;
+  Findings f;
+  const bool opened = load_model(path, options, loaded, f);
+  const Checkpoint& ck = loaded.checkpoint;
+  bool any_shard = false;
+  for (const auto& s : ck.shards) {
+    std::error_code ec;
+    if (fs::exists(s.path, ec)) any_shard = true;
+  }
+  r.config_only = loaded.format == ModelFormat::safetensors && ck.is_directory && !any_shard && ck.config;
+  if (r.config_only) {
+    // Only config.json (and the index) are here: the missing shards are not a finding.
+    for (const auto& x : f.items())
+      if (x.file == "config.json" || x.code.rfind("CFG_", 0) == 0 || x.code.rfind("SIDE_FILE", 0) == 0)
+        r.findings.add(x);
+  } else {
+    r.findings.append(f);
+  }
+  if (!opened || (r.findings.has_errors() && !r.config_only)) return false;
+  if (loaded.format == ModelFormat::gguf) {
+    r.findings.error("PREFLIGHT_GGUF", path, "", std::nullopt,
+                     "a GGUF file: preflight models the safetensors layouts vLLM, SGLang and transformers load "
+                     "(llama.cpp's tensor split is not modelled)");
+    return false;
+  }
+  if (!ck.config) {
+    r.findings.error("PREFLIGHT_NO_CONFIG", path, "", std::nullopt,
+                     "no readable config.json: the model family, its heads and its quantization are unknown");
+    return false;
+  }
+  m.config = ck.config->root();
+  QuantDetectError qe;
+  if (!detect_quant_scheme(ck, m.scheme, qe)) {
+    r.findings.error(qe.code, qe.file, "", std::nullopt, qe.message);
+    return false;
+  }
+  r.model_type = json_string(*m.config, "model_type").value_or("");
+  m.arch = architecture_for(r.model_type);
+  r.family = m.arch ? m.arch->family : "";
+  r.quant_profile = m.scheme.profile;
+  m.heads.heads = config_int(m, "num_attention_heads");
+  m.heads.kv_heads = config_int(m, "num_key_value_heads");
+  if (!m.heads.kv_heads) m.heads.kv_heads = m.heads.heads;
+  m.heads.head_dim = config_int(m, "head_dim");
+  if (!m.heads.head_dim && m.heads.heads) m.heads.head_dim = config_int(m, "hidden_size") / m.heads.heads;
+  if (r.config_only) {
+    Findings derive;
+    if (!tensors_from_config(*m.config, m.scheme, derive, m.tensors)) {
+      r.findings.append(derive);
+      return false;
+    }
+  } else {
+    for (const auto& t : loaded.view.tensors)
+      m.tensors.push_back({t.name, t.type, t.shape, t.nbytes});
+  }
+  for (size_t i = 0; i < m.tensors.size(); ++i) m.by_name.emplace(m.tensors[i].name, i);
+  return true;
+}
+
+// The converted form of a quantized weight (ckpt convert: BF16 in place of an FP8 weight of
+// the same shape, or of an I8 MXFP4 expert [rows, cols / 2]), as validate accepts it.
+bool converted_shape(const DeployTensor& derived, const DeployTensor& header) {
+  if (derived.dtype == "F8_E4M3") return header.shape == derived.shape;
+  if (derived.dtype == "I8" && derived.shape.size() == 2)
+    return header.shape == std::vector<uint64_t>{derived.shape[0], derived.shape[1] * 2};
+  return false;
+}
+
+// A module whose weight the headers hold in BF16: its scale is gone with the conversion.
+bool dequantized(const Model& m, const std::string& module) {
+  const DeployTensor* w = m.find(module + ".weight");
+  return w && w->dtype == "BF16";
+}
+
+// Headers are the truth; the model config.json describes must be the one they hold.
+void compare_with_config(const Model& m, PreflightReport& r) {
+  if (r.config_only || !m.arch) return;
+  std::vector<DeployTensor> derived;
+  Findings derive;
+  if (!tensors_from_config(*m.config, m.scheme, derive, derived)) {
+    for (const auto& x : derive.items())
+      r.findings.warning("PREFLIGHT_CONFIG_MISMATCH", "config.json", "", std::nullopt,
+                         "config.json does not describe a complete " + r.family + " model (" + x.message +
+                             "); the headers are used");
+    return;
+  }
+  std::vector<std::string> problems;
+  std::set<std::string> expected;
+  for (const auto& d : derived) {
+    expected.insert(d.name);
+    const DeployTensor* h = m.find(d.name);
+    std::string role;
+    const std::string module = module_of(d.name, &role);
+    if (!h) {
+      if (!(role == "scale" && dequantized(m, module)))
+        problems.push_back(d.name + " (config.json's model has it, the headers do not)");
+      continue;
+    }
+    if (role == "weight" && h->dtype == "BF16" && converted_shape(d, *h)) continue;
+    if (h->shape != d.shape) {
+      std::string hs, ds;
+      for (auto v : h->shape) hs += (hs.empty() ? "" : ", ") + std::to_string(v);
+      for (auto v : d.shape) ds += (ds.empty() ? "" : ", ") + std::to_string(v);
+      problems.push_back(d.name + " is [" + hs + "] in the headers, [" + ds + "] from config.json");
+    } else if (role == "weight" && h->dtype != d.dtype) {
+      problems.push_back(d.name + " is " + h->dtype + " in the headers, " + d.dtype + " from config.json");
+    }
+  }
+  for (const auto& t : m.tensors)
+    if (!expected.count(t.name) && !is_mtp_tensor(*m.config, t.name))
+      problems.push_back(t.name + " (in the headers, not in config.json's model)");
+  if (problems.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < problems.size() && i < 5; ++i) list += (i ? "; " : "") + problems[i];
+  // A ckptkit conversion's own layout (INT8-shift experts) is checked against its input by
+  // `ckpt validate --reference`; here the difference is only reported.
+  const bool converted = json_get(*m.config, "ckptkit_conversion").has_value();
+  r.findings.add("PREFLIGHT_CONFIG_MISMATCH", converted ? Severity::warning : Severity::error, "config.json", "", std::nullopt,
+                   "config.json disagrees with the headers in " + std::to_string(problems.size()) + " tensors: " + list +
+                       (problems.size() > 5 ? "; ..." : "") +
+                       ". The engine builds the model from config.json: fix the config (the headers are the truth)");
+}
+
+void check_heads(const Model& m, PreflightReport& r) {
+  const auto& d = r.options.deployment;
+  if (d.tp <= 1 || !m.heads.heads || r.family == "deepseek_v4") return;
+  if (m.heads.heads % d.tp != 0)
+    r.findings.error("PREFLIGHT_TP_SPLIT", "config.json", "", std::nullopt,
+                     "num_attention_heads " + std::to_string(m.heads.heads) + " / tp " + std::to_string(d.tp) +
+                         " is not whole: every engine refuses it; fix: a tp that divides " +
+                         std::to_string(m.heads.heads));
+  const uint64_t kv = m.heads.kv_heads;
+  if (kv && r.family != "deepseek_v3" && ((kv >= d.tp && kv % d.tp != 0) || (kv < d.tp && d.tp % kv != 0)))
+    r.findings.error("PREFLIGHT_TP_SPLIT", "config.json", "", std::nullopt,
+                     "num_key_value_heads " + std::to_string(kv) + " and tp " + std::to_string(d.tp) +
+                         ": one must divide the other (KV heads are split, or replicated when fewer than tp); fix: a tp that " +
+                         "divides " + std::to_string(kv) + " or is a multiple of it");
+}
+
+std::vector<PreflightDegree> working_degrees(const Model& m, const std::vector<Weight>& weights,
+                                             const std::vector<std::string>& engines, bool moe) {
+  std::vector<PreflightDegree> out;
+  for (uint32_t tp : {1u, 2u, 4u, 8u, 16u, 32u, 64u}) {
+    if (m.heads.heads && tp > 1 && m.heads.heads % tp != 0) continue;
+    std::vector<uint32_t> eps{1u};
+    if (moe && tp > 1) eps.push_back(tp);
+    for (uint32_t ep : eps) {
+      const Deployment d{tp, ep, 1};
+      if (blocking(analyse(m, d, weights), engines)) continue;
+      out.push_back({tp, ep, largest_rank_bytes(m, d, weights)});
+    }
+  }
+  return out;
+}
+
+std::string degree_name(const PreflightDegree& g) {
+  std::string s = "--tp " + std::to_string(g.tp);
+  if (g.ep > 1) s += " --ep " + std::to_string(g.ep);
+  return s;
+}
+
+std::string working_text(const std::vector<PreflightDegree>& w, uint32_t near_tp) {
+  std::string out;
+  for (const auto& g : w) {
+    if (g.tp > 2 * near_tp && g.tp > 8) continue;
+    out += (out.empty() ? "" : ", ") + degree_name(g);
+  }
+  return out.empty() ? "none up to tp 64" : out;
+}
+
+// The bytes re-blocking every block-FP8 weight to (bn, bk) adds (scales only; FP8 bytes unchanged).
+uint64_t reblock_cost(const Model& m, const std::vector<Weight>& weights, uint64_t bn, uint64_t bk) {
+  uint64_t extra = 0;
+  for (const auto& w : weights) {
+    if (w.format != "fp8_block" || !w.scale || w.tensor->shape.size() < 2) continue;
+    const uint64_t rows = w.tensor->shape[0], cols = w.tensor->shape[1];
+    const uint64_t old_n = ceil_div(rows, m.scheme.block_rows) * ceil_div(cols, m.scheme.block_cols);
+    const uint64_t new_n = ceil_div(rows, bn) * ceil_div(cols, bk);
+    const uint64_t elem = old_n ? w.scale->nbytes / old_n : 4;
+    if (new_n > old_n) extra += (new_n - old_n) * elem;
+  }
+  return extra;
+}
+
+uint64_t bf16_cost(const std::vector<Weight>& weights) {
+  uint64_t extra = 0;
+  for (const auto& w : weights)
+    if (w.format == "fp8_block" || w.format == "fp8_tensor") extra += w.tensor->nbytes;  // 1 -> 2 bytes an element
+  return extra;
+}
+
+std::string engines_text(const Problem& p, const std::vector<std::string>& engines, BlockBehaviour want) {
+  const BlockRule* rule = engine_rules().block_rule(p.rule);
+  std::string out;
+  for (const auto& e : engines) {
+    if (behaviour(p, e) != want) continue;
+    std::string src;
+    if (rule) {
+      auto it = rule->sources.find(e);
+      if (it != rule->sources.end()) src = " (" + it->second + ")";
+    }
+    out += (out.empty() ? "" : "; ") + e + src;
+  }
+  return out;
+}
+
+void report_block_problems(const Model& m, const Analysis& a, PreflightReport& r, const std::string& fix) {
+  const auto& d = r.options.deployment;
+  // One finding per module class and division, every affected layer named.
+  for (const auto& [p, layers] : a.problems) {
+    std::string names;
+    for (const auto& n : a.problem_names.at(p)) names += (names.empty() ? "" : "/") + n;
+    const std::string where = p.cls + " " + names + " in layers " + layer_ranges(layers) + " (" +
+                              std::to_string(a.problem_tensors.at(p)) + " tensors): " + division_text(m, d, p);
+    const std::string refused = engines_text(p, r.engines, BlockBehaviour::refuse);
+    const std::string silent = engines_text(p, r.engines, BlockBehaviour::silent);
+    const BlockRule* rule = engine_rules().block_rule(p.rule);
+    if (!refused.empty())
+      r.findings.error("PREFLIGHT_BLOCK_DIVISIBILITY", kNoFile, p.name, std::nullopt,
+                       where + ". Refused at start-up by " + refused +
+                           (rule ? ": \"" + fill(rule->message, p) + "\"" : std::string()) + ". Fix: " + fix);
+    if (!silent.empty())
+      r.findings.error("PREFLIGHT_SCALE_ROW_SHARED", kNoFile, p.name, std::nullopt,
+                       "SILENTLY WRONG: " + where + ", so one scale row covers rows of two " +
+                           (p.degree > 1 && p.replicas <= 1 ? "ranks" : "parts") + " and the engine gives one of them "
+                           "the other's scale; loaded without an error by " + silent + ". Fix: " + fix);
+  }
+  for (const auto& s : a.split_problems)
+    r.findings.error("PREFLIGHT_TP_SPLIT", kNoFile, "", std::nullopt, s + ": every engine refuses it. Fix: " + fix);
+}
+
+std::string block_fix(const Model& m, const Analysis& a, const std::vector<Weight>& weights, PreflightReport& r) {
+  const auto& d = r.options.deployment;
+  uint64_t bn = m.scheme.block_rows, bk = m.scheme.block_cols;
+  for (const auto& [p, layers] : a.problems) {
+    if (p.dimension == "block_n") bn = std::gcd(bn, p.per_rank);
+    else bk = std::gcd(bk, p.per_rank);
+  }
+  std::string fix = "degrees that load: " + working_text(r.working, d.tp);
+  if (bn && bk && a.split_problems.empty()) {
+    fix += "; or `ckpt relayout --tp " + std::to_string(d.tp) + (d.ep > 1 ? " --ep " + std::to_string(d.ep) : "") +
+           "` (issue 31, not in this build): re-block to " + std::to_string(bn) + "x" + std::to_string(bk) + ", +" +
+           std::to_string(reblock_cost(m, weights, bn, bk)) + " bytes of scales, FP8 bytes unchanged" +
+           (bk != m.scheme.block_cols ? " (block_k changes: the engine's activation groups change too)" : "");
+  }
+  fix += "; or `ckpt convert IN OUT` (block FP8 -> BF16, exact: +" + std::to_string(bf16_cost(weights)) + " bytes)";
+  return fix;
+}
+
+void check_kernels(const std::vector<Weight>& weights, const Model& m, PreflightReport& r) {
+  if (r.options.gpu.empty()) return;
+  std::map<std::string, uint64_t> formats;
+  for (const auto& w : weights)
+    if (w.format != "unquantized") formats[w.format] += 1;
+  for (const auto& t : m.tensors)
+    if (t.name.ends_with(".shift2")) formats["int8_shift"] += 1;
+  const std::string& arch = r.options.gpu;
+  for (const auto& [format, count] : formats) {
+    const FormatKernels* k = engine_rules().kernels(format);
+    if (!k) continue;
+    std::string refused, others;
+    for (const auto& e : r.engines) {
+      KernelEntry entry;
+      auto ei = k->engines.find(e);
+      if (ei != k->engines.end()) {
+        auto ai = ei->second.find(arch);
+        if (ai != ei->second.end()) entry = ai->second;
+      }
+      auto si = k->sources.find(e);
+      const std::string src = si == k->sources.end() ? "" : si->second;
+      r.kernels.push_back({format, e, arch, kernel_support_name(entry.support), entry.via, src});
+      if (entry.support == KernelSupport::refused)
+        refused += (refused.empty() ? "" : "; ") + e + " (" + src + ")";
+      else
+        others += (others.empty() ? "" : "; ") + e + ": " + kernel_support_name(entry.support) +
+                  (entry.via.empty() ? "" : " via " + entry.via);
+    }
+    if (!refused.empty())
+      r.findings.error("PREFLIGHT_KERNEL", kNoFile, "", std::nullopt,
+                       arch + " has no kernel for " + k->title + " (" + std::to_string(count) +
+                           " weights) in " + refused + (others.empty() ? "" : "; " + others) +
+                           ". Instead: " + k->instead);
+  }
+}
+
+void check_memory(PreflightReport& r) {
+  const PreflightReport& in = r;
+  const uint64_t budget = r.options.gpu_memory;
+  if (!budget) return;
+  const auto& d = r.options.deployment;
+  const std::string head = "weights of the largest rank at tp " + std::to_string(d.tp) +
+                           (d.ep > 1 ? " ep " + std::to_string(d.ep) : "") +
+                           (d.pp > 1 ? " pp " + std::to_string(d.pp) : "") + ": " + std::to_string(in.rank_bytes) +
+                           " bytes (" + gib(in.rank_bytes) + ") against --gpu-memory " + std::to_string(budget) +
+                           " bytes (" + gib(budget) + ")";
+  if (in.rank_bytes > budget) {
+    std::string fix;
+    for (const auto& g : in.working)
+      if (g.rank_bytes < budget && g.tp > d.tp) {
+        fix = degree_name(g) + " (" + gib(g.rank_bytes) + " a rank)";
+        break;
+      }
+    r.findings.error("PREFLIGHT_MEMORY", kNoFile, "", std::nullopt,
+                     head + ": does not fit (" + gib(in.rank_bytes - budget) + " over, before any KV cache). Fix: " +
+                         (fix.empty() ? "more ranks, pipeline stages (--pp), or a smaller format" : fix));
+  } else {
+    r.findings.info("PREFLIGHT_MEMORY_FITS", kNoFile, "", std::nullopt,
+                    head + ": fits, " + gib(budget - in.rank_bytes) + " left for the KV cache and activations");
+  }
+}
+
+std::string module_key(const Weight& w) { return w.rule->cls + "\x1f" + last_component(w.module) + "\x1f" + w.format; }
+
+void summarise_modules(const Model& m, const std::vector<Weight>& weights, const Analysis& a, PreflightReport& r) {
+  std::map<std::string, PreflightModule> by_key;
+  std::map<std::string, std::set<std::string>> names;
+  std::set<std::string> failing;
+  for (const auto& [p, layers] : a.problems) failing.insert(p.cls);
+  std::vector<std::string> order;
+  for (const auto& w : weights) {
+    const std::string key = module_key(w);
+    auto [it, fresh] = by_key.try_emplace(key);
+    PreflightModule& mod = it->second;
+    if (fresh) {
+      order.push_back(key);
+      const TensorPartition t = partition_of(m, w, r.options.deployment);
+      mod.cls = w.rule->cls;
+      mod.split = w.rule->split;
+      mod.merged = w.rule->merged;
+      mod.format = w.format;
+      mod.rows = t.rows;
+      mod.cols = t.cols;
+      mod.rank_rows = t.rank_rows;
+      mod.rank_cols = t.rank_cols;
+      mod.degree = t.degree;
+      for (const auto& p : t.parts) mod.replicas = std::max(mod.replicas, p.replicas);
+      if (split_is_expert(w.rule->split)) {
+        const Deployment& d = r.options.deployment;
+        mod.experts = t.experts ? t.experts : w.experts;
+        mod.experts_per_rank = d.ep > 1 ? ceil_div(mod.experts, d.ep) : mod.experts;
+      }
+      mod.divides = !failing.count(mod.cls) || w.format != "fp8_block";
+    }
+    if (w.layer >= 0) mod.layers.push_back(w.layer);
+    mod.tensors += 1;
+    names[key].insert(last_component(w.module));
+  }
+  for (const auto& key : order) {
+    PreflightModule mod = by_key[key];
+    for (const auto& n : names[key]) mod.names += (mod.names.empty() ? "" : ", ") + n;
+    std::sort(mod.layers.begin(), mod.layers.end());
+    mod.layers.erase(std::unique(mod.layers.begin(), mod.layers.end()), mod.layers.end());
+    r.modules.push_back(std::move(mod));
+  }
+  // The same table whatever the order of the tensors (headers sort by name, the config by layer).
+  std::sort(r.modules.begin(), r.modules.end(), [](const PreflightModule& a, const PreflightModule& b) {
+    return std::tie(a.cls, a.names, a.format) < std::tie(b.cls, b.names, b.format);
+  });
+}
+
+// Each engine's verdict: the block rules as that engine applies them, its kernels, and every
+// finding that stops all engines alike (memory, a split, a config mismatch).
+void per_engine_verdicts(const Analysis& a, PreflightReport& r) {
+  std::set<std::string> common;
+  for (const auto& f : r.findings.items())
+    if (f.severity == Severity::error && f.code != "PREFLIGHT_BLOCK_DIVISIBILITY" &&
+        f.code != "PREFLIGHT_SCALE_ROW_SHARED" && f.code != "PREFLIGHT_KERNEL")
+      common.insert(f.code);
+  for (const auto& e : r.engines) {
+    std::set<std::string> why = common;
+    if (!a.split_problems.empty()) why.insert("PREFLIGHT_TP_SPLIT");
+    for (const auto& [p, layers] : a.problems) {
+      const BlockBehaviour b = behaviour(p, e);
+      if (b == BlockBehaviour::refuse) why.insert("PREFLIGHT_BLOCK_DIVISIBILITY");
+      if (b == BlockBehaviour::silent) why.insert("PREFLIGHT_SCALE_ROW_SHARED");
+    }
+    for (const auto& k : r.kernels)
+      if (k.engine == e && k.support == "refused") why.insert("PREFLIGHT_KERNEL");
+    PreflightEngine v{e, why.empty(), ""};
+    for (const auto& c : why) v.why += (v.why.empty() ? "" : ", ") + c;
+    r.per_engine.push_back(std::move(v));
+  }
+}
+
+bool check_usage(PreflightReport& r) {
+  const auto& d = r.options.deployment;
+  const EngineRules& rules = engine_rules();
+  auto usage = [&](const std::string& m) {
+    r.findings.error("PREFLIGHT_USAGE", kNoFile, "", std::nullopt, m);
+    return false;
+  };
+  if (d.tp == 0 || d.ep == 0 || d.pp == 0) return usage("--tp, --ep and --pp must be at least 1");
+  if (d.ep > 1 && d.tp % d.ep != 0)
+    return usage("--ep " + std::to_string(d.ep) + " must divide --tp " + std::to_string(d.tp) +
+                 " (experts are split over tp / ep ranks, whole when ep = tp)");
+  for (const auto& e : r.engines)
+    if (!rules.knows_engine(e)) return usage("unknown engine '" + e + "' (known: vllm, sglang, transformers)");
+  if (!r.options.gpu.empty() && !rules.knows_architecture(r.options.gpu)) {
+    std::string known;
+    for (const auto& a : rules.architectures) known += (known.empty() ? "" : ", ") + a;
+    return usage("unknown GPU architecture '" + r.options.gpu + "' (known: " + known + ")");
+  }
+  return true;
+}
+
+}  // namespace
+
+PreflightReport preflight(const std::string& path, const PreflightOptions& options) {
+  PreflightReport r;
+  r.path = path;
+  r.options = options;
+  r.engines = options.engines.empty() ? std::vector<std::string>{"vllm", "sglang"} : options.engines;
+  if (!check_usage(r)) return r;
+  Model m;
+  LoadedModel loaded;
+  if (!read_model(path, r, m, loaded)) return r;
+  r.tensors = m.tensors.size();
+  for (const auto& t : m.tensors) r.total_bytes += t.nbytes;
+  if (!m.arch) {
+    r.findings.error("PREFLIGHT_ARCH_UNKNOWN", "config.json", "", std::nullopt,
+                     "model_type '" + r.model_type + "' has no partition rules (schemas/deploy/partitions.json)");
+    return r;
+  }
+  const std::vector<Weight> weights = linear_weights(m);
+  for (const auto& w : weights)
+    if (w.format == "fp8_block") {
+      r.block_n = m.scheme.block_rows;
+      r.block_k = m.scheme.block_cols;
+      break;
+    }
+  const Deployment& d = options.deployment;
+  compare_with_config(m, r);
+  check_heads(m, r);
+  const Analysis a = analyse(m, d, weights);
+  bool moe = false;
+  for (const auto& w : weights) moe = moe || split_is_expert(w.rule->split);
+  r.working = working_degrees(m, weights, r.engines, moe);
+  r.rank_bytes = largest_rank_bytes(m, d, weights);
+  if (!a.problems.empty() || !a.split_problems.empty()) report_block_problems(m, a, r, block_fix(m, a, weights, r));
+  summarise_modules(m, weights, a, r);
+  check_kernels(weights, m, r);
+  check_memory(r);
+  r.findings.sort_stable();
+  per_engine_verdicts(a, r);
+  return r;
+}
+
+Outcome preflight_outcome(const PreflightReport& r) {
+  // A request ckptkit does not answer (a GGUF file) is refused like a usage mistake.
+  if (r.findings.has_code("PREFLIGHT_USAGE") || r.findings.has_code("PREFLIGHT_GGUF")) return Outcome::usage;
+  return outcome_of(r.findings);
+}
+
+}  // namespace ckpt

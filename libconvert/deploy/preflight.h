@@ -1,0 +1,91 @@
+// `ckpt preflight`: will this checkpoint load, and load right, at this TP / EP / PP on this
+// GPU with this engine? Answered from the headers, or from config.json alone before any
+// shard is downloaded (config_tensors.h). The checks, each a finding that ends with its fix:
+//   PREFLIGHT_BLOCK_DIVISIBILITY  a block-FP8 weight's per-rank slice is not a multiple of
+//                                 the block (block_n for split rows, block_k for split
+//                                 columns) and an engine refuses it at start-up;
+//   PREFLIGHT_SCALE_ROW_SHARED    the same, where an engine loads it anyway: a scale row is
+//                                 shared across a part or rank boundary (silently wrong);
+//   PREFLIGHT_TP_SPLIT            rows, columns or heads that do not divide by the degree;
+//   PREFLIGHT_KERNEL              a quantized format without a kernel on --gpu for an engine;
+//   PREFLIGHT_MEMORY              the largest rank's weights exceed --gpu-memory;
+//   PREFLIGHT_CONFIG_MISMATCH     the headers disagree with the model config.json describes.
+// The partition model is deploy/partition_model.h; the engines' rules are data
+// (schemas/deploy/engines.json).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/findings.h"
+#include "core/outcome.h"
+#include "deploy/partition_model.h"
+
+namespace ckpt {
+
+struct PreflightOptions {
+  Deployment deployment;
+  std::string gpu;                   // "sm80", ... ("" = no kernel check)
+  uint64_t gpu_memory = 0;           // bytes (0 = no memory check)
+  std::vector<std::string> engines;  // empty: vllm and sglang
+};
+
+// One module class of the model under the deployment (every layer's tensors of it).
+struct PreflightModule {
+  std::string cls;      // the engine's module class, from the partition rules
+  std::string names;    // the checkpoint's module names, e.g. "gate_proj, up_proj"
+  Split split = Split::none;
+  std::string merged;   // "qkv", "gate_up", ...
+  std::string format;   // "fp8_block", "fp8_tensor", "mxfp4", "int8_shift", "unquantized"
+  std::vector<int64_t> layers;
+  uint64_t tensors = 0;
+  uint64_t rows = 0, cols = 0, rank_rows = 0, rank_cols = 0;  // one expert's / tensor's, per rank
+  uint32_t degree = 1;
+  uint64_t replicas = 1;
+  uint64_t experts = 0, experts_per_rank = 0;  // routed experts of a layer, and a rank's share (0: not experts)
+  bool divides = true;  // every block-quantized split dimension is a multiple of its block
+};
+
+struct PreflightKernel {
+  std::string format, engine, arch, support, via, source;
+};
+
+// One engine's answer: where engines differ (vLLM loads a merged part silently wrong where
+// SGLang refuses it; a kernel one engine lacks), each is reported.
+struct PreflightEngine {
+  std::string engine;
+  bool loads = true;
+  std::string why;  // the finding codes that stop it ("" when it loads)
+};
+
+struct PreflightDegree {
+  uint32_t tp = 1, ep = 1;
+  uint64_t rank_bytes = 0;
+};
+
+struct PreflightReport {
+  std::string path;
+  bool config_only = false;
+  std::string family, model_type, quant_profile;
+  uint64_t block_n = 0, block_k = 0;  // 0 when no block-FP8
+  PreflightOptions options;
+  std::vector<std::string> engines;   // those considered
+  std::vector<PreflightModule> modules;
+  std::vector<PreflightKernel> kernels;
+  uint64_t tensors = 0, total_bytes = 0, rank_bytes = 0;
+  std::vector<PreflightDegree> working;  // TP / EP degrees whose block rules pass
+  std::vector<PreflightEngine> per_engine;  // each considered engine's verdict
+  Findings findings;
+  bool loads() const { return !findings.has_errors(); }
+};
+
+// Runs every check. A usage problem (unknown GPU or engine, EP not dividing TP) is a finding
+// PREFLIGHT_USAGE; preflight_outcome maps it to Outcome::usage.
+PreflightReport preflight(const std::string& path, const PreflightOptions& options);
+Outcome preflight_outcome(const PreflightReport& r);
+
+// "0-93", "0, 3-5": a sorted list of layer numbers, compressed into ranges.
+std::string layer_ranges(std::vector<int64_t> layers);
+
+}  // namespace ckpt
