@@ -14,6 +14,7 @@
 #include "model/pairing.h"
 #include "numerics/fp8.h"
 #include "numerics/mxfp4.h"
+#include "numerics/scale_rule.h"
 #include "verify/int8_expert_checks.h"
 #include "verify/verifier.h"
 
@@ -124,6 +125,7 @@ class GptOssExpertVerifier : public Verifier {
         !read(file_of(in, s), s.offset + e * (nk / 32), scales, &c) ||
         !read(file_of(out, dst), dst.offset + e * 2 * nk, got, &c))
       return;
+    if (!scale_rule_holds(c, in.view.file_of(s), ScaleEncoding::mxfp4_e8m0, s, scales, e * (nk / 32), w.name)) return;
     // The CPU reference first: input convert refuses (E8M0 0xFF, a product beyond BF16) has
     // no converted value to compare with.
     if (auto fault = dequant_mxfp4_transposed(blocks, scales, rows, k, e * rows, scratch, want)) {
@@ -317,6 +319,9 @@ class CheckpointVerifier : public Verifier {
     if (!read(file_of(in, scale), scale.offset, grid, &c)) return;
     const Fp8Grid g = planned_fp8_grid(plan, pt, src);
     const Fp8ScaleKind kind = pt.action == TensorAction::dequant_e8m0 ? Fp8ScaleKind::e8m0 : Fp8ScaleKind::f32;
+    if (!scale_rule_holds(c, in.view.file_of(scale), kind == Fp8ScaleKind::e8m0 ? ScaleEncoding::fp8_e8m0 : ScaleEncoding::fp8_multiplier,
+                          scale, grid, 0, src.name))
+      return;
     // Multipliers reach both sides as F32 (BF16/F16 scales widened exactly, model/pairing.h).
     std::vector<float> grid_f32;
     if (kind == Fp8ScaleKind::f32) {
@@ -413,6 +418,7 @@ class CheckpointVerifier : public Verifier {
       if (!read(file_of(in, w), w.offset + row * k / 2, ws, &c) || !read(file_of(in, s), s.offset + row * k / 32, ss, &c) ||
           (dst && !read(file_of(*out, *dst), dst->offset + row * k * 2, os, &c)))
         return;
+      if (!scale_rule_holds(c, in.view.file_of(s), ScaleEncoding::mxfp4_e8m0, s, ss, row * k / 32, w.name)) return;
       if (!dst) {
         if (auto fault = dequant_mxfp4_rows(ws, ss, k, row, os))  // E8M0 0xFF, or beyond BF16
           return fail(c, "VERIFY_INPUT", file, w.offset + fault->element / 2,

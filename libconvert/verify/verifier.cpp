@@ -1,6 +1,7 @@
 // The base of every verifier check (verify/verifier.h): recording, failing, reading.
 #include "verify/verifier.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace ckpt {
@@ -38,6 +39,19 @@ void Verifier::fail(VerifyCheck& c, const char* code, const std::string& file, s
 bool Verifier::backend_failed(VerifyCheck& c, const std::string& file, const std::string& error) {
   fail(c, error.starts_with("unsupported") ? "VERIFY_UNSUPPORTED" : "VERIFY_BACKEND", file, std::nullopt,
        r_.backend + ": " + error);
+  return false;
+}
+
+bool Verifier::scale_rule_holds(VerifyCheck& c, const std::string& file, ScaleEncoding encoding, const ModelTensor& s,
+                                std::span<const uint8_t> bytes, uint64_t first_index, const std::string& used_by) {
+  if (!s.dtype) return true;  // a scale without a known dtype is refused by the plan
+  ScaleCheck check;
+  check_scale_values(encoding, *s.dtype, bytes, first_index, check);
+  const ScaleProblem problem = check.first_refused();
+  if (problem == ScaleProblem::none) return true;
+  const uint64_t esize = std::max<uint32_t>(1, dtype_bits(*s.dtype) / 8);
+  fail(c, "VERIFY_INPUT", file, s.offset + check.of(problem).first * esize,
+       scale_refusal_text(encoding, check, file, s.name, s.offset, esize, s.shape, used_by), &s.name);
   return false;
 }
 

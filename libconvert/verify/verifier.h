@@ -12,7 +12,9 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_reduce.h>
 
+#include "formats/model_view.h"
 #include "io/mapped_file.h"
+#include "numerics/scale_rule.h"
 #include "verify/jobs.h"
 
 namespace ckpt {
@@ -79,6 +81,12 @@ class Verifier {
   void mismatch(VerifyCheck& c, const std::string& file, std::optional<uint64_t> offset, const std::string& message) {
     fail(c, "VERIFY_MISMATCH", file, offset, message);
   }
+  // The one scale-validity rule (numerics/scale_rule.h), as validate --deep and convert apply
+  // it, to `bytes` of scale `s` (in `file`) starting at element `first_index`: a value they
+  // refuse fails `c` as VERIFY_INPUT naming the scale's element and byte, so verify never
+  // passes (or decodes) a scale convert would refuse.
+  bool scale_rule_holds(VerifyCheck& c, const std::string& file, ScaleEncoding encoding, const ModelTensor& s,
+                        std::span<const uint8_t> bytes, uint64_t first_index, const std::string& used_by);
   // A backend call failed: VERIFY_UNSUPPORTED for a type it does not decode, else VERIFY_BACKEND.
   bool backend_failed(VerifyCheck& c, const std::string& file, const std::string& error);
   // Reads `buf` at `offset`; a failure is an IO_READ finding, and fails `c` when given.

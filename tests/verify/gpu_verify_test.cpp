@@ -623,12 +623,29 @@ TEST_P(GpuVerify, AnMxfp4ScaleOfNanInACheckpointAloneIsAnInputError) {
   flip(in, scales, at, 0xFF);
   auto r = verify(in, "");
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  const uint64_t element = 32 * at;
+  // The one scale rule (numerics/scale_rule.h) refuses the scale before any block is
+  // decoded, naming the scale's row and block, as convert and validate --deep do.
   EXPECT_NE(r.out.find("VERIFY_INPUT"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("element " + std::to_string(element) + " (row " + std::to_string(element / k) + ", column " +
-                       std::to_string(element % k) + ") cannot be dequantized (scale_nan)"),
+  EXPECT_NE(r.out.find("scale " + scales + " at row " + std::to_string(at / (k / 32)) + ", block " +
+                       std::to_string(at % (k / 32))),
             std::string::npos)
       << r.out;
+  EXPECT_EQ(r.out.find("VERDICT: PASS"), std::string::npos) << r.out;
+}
+
+// verify applies the scale rule convert and validate --deep apply: a negative F32 multiplier
+// (which decodes without a fault, so the CPU and the device agree on flipped signs) is an
+// input error naming the scale, never a PASS.
+TEST_P(GpuVerify, AScaleConvertWouldRefuseIsAnInputErrorNotAPass) {
+  const std::string in = tmp_.str("in");
+  test::copy_tree(fixture("families/dsv3-fp8/in"), in);
+  const std::string scale = "model.layers.0.mlp.down_proj.weight_scale_inv";  // F32 [2, 3]
+  flip(in, scale, 4 * 4 + 3, 0xBF);  // element 4's sign and exponent: -(something)
+  auto r = verify(in, "");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("VERIFY_INPUT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("scale " + scale + " at row 1, block 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not a positive multiplier"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("VERDICT: PASS"), std::string::npos) << r.out;
 }
 
