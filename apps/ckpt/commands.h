@@ -23,5 +23,7 @@ Command add_dump_command(CLI::App& app);    // apps/ckpt/cmd_dump.cpp
 Command add_repack_command(CLI::App& app);  // apps/ckpt/cmd_repack.cpp
 Command add_hash_command(CLI::App& app);    // apps/ckpt/cmd_hash.cpp
 Command add_diff_command(CLI::App& app);    // apps/ckpt/cmd_diff.cpp
+Command add_sign_command(CLI::App& app);              // apps/ckpt/cmd_sign.cpp
+Command add_verify_signature_command(CLI::App& app);  // apps/ckpt/cmd_sign.cpp
 
 }  // namespace ckptcli
