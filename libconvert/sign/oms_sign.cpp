@@ -25,7 +25,7 @@ class Signer {
     ModelScope scope;
     std::vector<const ModelEntry*> files;
     std::vector<ModelEntry> entries;
-    if (!load_key() || !load_certificates() || !make_scope(scope)) return;
+    if (!load_key() || !load_certificates() || !output_replaceable() || !make_scope(scope)) return;
     if (!list_model(o_.model, scope, entries, f_)) return;
     for (const auto& e : entries)
       if (!e.ignored) files.push_back(&e);
@@ -90,6 +90,22 @@ class Signer {
           certificates_.push_back(c.der());
     }
     return true;
+  }
+
+  // The bundle is excluded from what is signed, so -o naming a model file would sign the
+  // model without it, then replace it: an existing output must itself be an OMS bundle.
+  bool output_replaceable() {
+    std::error_code ec;
+    if (o_.output == "-" || !fs::exists(fs::symlink_status(o_.output, ec)) || !fs::is_regular_file(o_.output, ec))
+      return true;
+    std::string text, why;
+    Bundle old;
+    Findings ignored;
+    if (read_small_file(o_.output, kMaxBundleBytes, text, ignored) && parse_bundle(text, old, why)) return true;
+    r_.usage = true;
+    f_.error("OUTPUT_NOT_BUNDLE", o_.output, "", std::nullopt,
+             o_.output + " exists and is not an OMS bundle: not replaced (the bundle is left out of what is signed)");
+    return false;
   }
 
   bool make_scope(ModelScope& scope) {

@@ -65,7 +65,7 @@ class Verifier {
     std::string text, why;
     if (!read_small_file(o_.bundle, kMaxBundleBytes, text, f_)) return false;
     if (!parse_bundle(text, bundle, why)) {
-      fail(why.find("mediaType") != std::string::npos ? "OMS_MEDIA_TYPE" : "OMS_BUNDLE", o_.bundle, why);
+      fail(why.rfind("the bundle's mediaType", 0) == 0 ? "OMS_MEDIA_TYPE" : "OMS_BUNDLE", o_.bundle, why);
       return false;
     }
     r_.method = method_name(bundle.material);
