@@ -109,4 +109,37 @@ Command add_verify_signature_command(CLI::App& app) {
   return c;
 }
 
+void add_signature_options(CLI::App* sub, SignatureFlags& flags) {
+  sub->add_option("--signature", flags.bundle,
+                  "also verify PATH against this OMS signature bundle (as ckpt verify-signature does)");
+  auto* key = sub->add_option("--public-key", flags.public_key, "with --signature: PEM EC public key (key method)");
+  auto* chain = sub->add_option("--cert-chain", flags.cert_chain,
+                                "with --signature: PEM CA certificate(s) to trust (certificate method; repeatable)");
+  key->excludes(chain);
+}
+
+ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::string& model, ckpt::Findings& findings) {
+  if (!flags.complete())
+    return usage_error("ckpt validate", "--signature BUNDLE needs --public-key PUB.pem or --cert-chain CA.pem (and "
+                                        "they need --signature)");
+  ckpt::oms::VerifyOptions o;
+  o.model = model;
+  o.bundle = flags.bundle;
+  o.public_key = flags.public_key;
+  o.cert_chain = flags.cert_chain;
+  const ckpt::oms::VerifyResult r = ckpt::oms::verify_signature(o);
+  if (r.usage) {
+    print_findings("ckpt validate", r.findings);
+    return ckpt::Outcome::usage;
+  }
+  findings.append(r.findings);
+  if (r.verified)
+    findings.info("OMS_VERIFIED", flags.bundle, "", std::nullopt,
+                  "the OMS signature verifies (" + r.method + " method): " + std::to_string(r.files_checked) +
+                      " signed files match, root digest " + r.root_digest);
+  else if (!r.findings.has_errors())
+    findings.error("OMS_NOT_VERIFIED", flags.bundle, "", std::nullopt, "the OMS signature was not verified");
+  return ckpt::Outcome::ok;
+}
+
 }  // namespace ckptcli

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -25,5 +26,18 @@ Command add_hash_command(CLI::App& app);    // apps/ckpt/cmd_hash.cpp
 Command add_diff_command(CLI::App& app);    // apps/ckpt/cmd_diff.cpp
 Command add_sign_command(CLI::App& app);              // apps/ckpt/cmd_sign.cpp
 Command add_verify_signature_command(CLI::App& app);  // apps/ckpt/cmd_sign.cpp
+
+// `validate --signature BUNDLE --public-key PUB | --cert-chain CA...` (apps/ckpt/cmd_sign.cpp):
+// the OMS check of `ckpt verify-signature`, its findings added to the validation's.
+struct SignatureFlags {
+  std::string bundle, public_key;
+  std::vector<std::string> cert_chain;
+  bool active() const { return !bundle.empty() || !public_key.empty() || !cert_chain.empty(); }
+  bool complete() const { return !bundle.empty() && (!public_key.empty() || !cert_chain.empty()); }
+};
+void add_signature_options(CLI::App* sub, SignatureFlags& flags);
+// usage (after printing why) when the flags are incomplete; else ok, the findings of the
+// check appended to `findings` (an info OMS_VERIFIED naming the bundle when it passed).
+ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::string& model, ckpt::Findings& findings);
 
 }  // namespace ckptcli

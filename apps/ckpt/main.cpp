@@ -88,6 +88,7 @@ struct ValidateArgs {
   std::string partition;  // "I/N" or "env"
   unsigned partitions = 0;
   std::vector<std::string> merge;
+  ckptcli::SignatureFlags signature;
   CommonFlags c;
 };
 
@@ -118,6 +119,7 @@ Outcome run_validate(const ValidateArgs& a) {
   inputs.add_checkpoint(a.path);
   inputs.add_checkpoint(a.reference);
   inputs.add_file(a.hub);
+  inputs.add_file(a.signature.bundle);
   for (const auto& m : a.merge) inputs.add_file(m);
   if (auto o = ckptcli::check_outputs(kValidate, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   if (!a.merge.empty()) return run_validate_merge(a, inputs);
@@ -136,13 +138,18 @@ Outcome run_validate(const ValidateArgs& a) {
   options.mode = parse_mode(a.mode);
   if (!a.partition.empty()) {
     if (!resolve_partition(kValidate, a.partition, a.partitions, options.partition)) return Outcome::usage;
-    if (!a.reference.empty() || !a.hub.empty())
-      return ckptcli::usage_error(kValidate, "--partition splits --deep / --sha256 only, not --reference or --hub-sha256");
+    if (!a.reference.empty() || !a.hub.empty() || a.signature.active())
+      return ckptcli::usage_error(kValidate,
+                                  "--partition splits --deep / --sha256 only, not --reference, --hub-sha256 or --signature");
   }
+  if (a.signature.active() && !a.signature.complete())
+    return ckptcli::usage_error(kValidate, "--signature BUNDLE needs --public-key PUB.pem or --cert-chain CA.pem");
   ckpt::Progress progress(a.c.mode(), "validate");
   options.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   auto report = ckpt::validate_path(a.path, options);
   progress.finish();
+  if (a.signature.active())
+    if (auto o = ckptcli::check_signature_into(a.signature, a.path, report.findings); o != Outcome::ok) return o;
   return emit_validation(report, a, inputs);
 }
 
@@ -291,6 +298,7 @@ int main(int argc, char** argv) {
                        "an empty list or a name listed twice is an error");
   validate->add_option("--reference", va.reference,
                        "the unconverted input: check PATH as its conversion (with --deep: every byte)");
+  ckptcli::add_signature_options(validate, va.signature);
   ckptcli::add_json(validate, va.c, "schemas/validation-report.schema.json");
   validate->add_option("--mode", va.mode, "safetensors header rules: strict (README) or compat (reference)")
       ->check(CLI::IsMember({"strict", "compat"}));
