@@ -13,7 +13,7 @@ ASAN_CXX   ?= clang++-14
 JOBS       ?= $(shell nproc)
 DEMO_DIR   ?= demo-out
 DEB_PACKAGES = cmake g++ make pkg-config libcli11-dev libsimdjson-dev libxxhash-dev libssl-dev \
-               libtbb-dev libgtest-dev python3-jsonschema hipcc
+               libtbb-dev libgtest-dev python3-jsonschema python3-cryptography hipcc
 # clang + libFuzzer for the fuzz targets (tests/fuzz), installed by fuzz-smoke / fuzz only.
 DEB_PACKAGES_FUZZ = clang-14 libclang-rt-14-dev
 RELEASE_BUILD ?= build-release
