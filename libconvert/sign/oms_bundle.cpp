@@ -225,15 +225,6 @@ bool is_lower_hex(std::string_view s) {
 
 size_t digest_hex_length(std::string_view algorithm) { return algorithm == "sha256" ? 64 : 0; }
 
-// The path part of a resource name: all of it for "files", before ":start:end" for "shards".
-std::string_view resource_path(std::string_view name, bool shards) {
-  if (!shards) return name;
-  const size_t b = name.rfind(':');
-  if (b == std::string_view::npos || b == 0) return {};
-  const size_t a = name.rfind(':', b - 1);
-  return a == std::string_view::npos ? std::string_view() : name.substr(0, a);
-}
-
 bool parse_serialization(dom::element pred, Serialization& ser, std::string& error) {
   const std::string where = "predicate.serialization";
   dom::element s, v;
@@ -306,7 +297,12 @@ bool parse_resource(dom::element r, size_t i, const Serialization& ser, Resource
             (len ? std::to_string(len) + " " : std::string()) + "lowercase hex digits";
     return false;
   }
-  const std::string_view path = resource_path(out.name, ser.method == "shards");
+  std::string_view path = out.name;
+  uint64_t start = 0, end = 0;
+  if (ser.method == "shards" && !split_shard_name(out.name, path, start, end)) {
+    error = at + " has the name \"" + out.name.substr(0, 200) + "\": not \"path:start:end\" with start < end (shards)";
+    return false;
+  }
   if (!is_canonical_relative(path) && !(out.name == "." && ser.method == "files")) {
     error = at + " has the name \"" + out.name.substr(0, 200) +
             "\": not a canonical relative path (no leading or trailing '/', no empty, '.' or '..' component)";
@@ -404,6 +400,24 @@ bool is_canonical_relative(std::string_view name) {
     if (slash == std::string_view::npos) return true;
     start = slash + 1;
   }
+}
+
+bool split_shard_name(std::string_view name, std::string_view& path, uint64_t& start, uint64_t& end) {
+  auto number = [](std::string_view digits, uint64_t& v) {
+    if (digits.empty() || digits.size() > 19) return false;
+    v = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return false;
+      v = v * 10 + uint64_t(c - '0');
+    }
+    return true;
+  };
+  const size_t b = name.rfind(':');
+  if (b == std::string_view::npos || b == 0) return false;
+  const size_t a = name.rfind(':', b - 1);
+  if (a == std::string_view::npos) return false;
+  path = name.substr(0, a);
+  return number(name.substr(a + 1, b - a - 1), start) && number(name.substr(b + 1), end) && start < end;
 }
 
 bool parse_bundle(std::string_view text, Bundle& out, std::string& error) {

@@ -82,6 +82,10 @@ std::string statement_json(const Statement& s);
 // (publicKey.hint, or x509CertificateChain of b.certificates), the envelope.
 std::string bundle_json(const Bundle& b);
 
+// A shard resource's name "path:start:end" (spec §6.3.2: the last two ':'-separated fields,
+// decimal, start < end) split; false when the name is not of that form.
+bool split_shard_name(std::string_view name, std::string_view& path, uint64_t& start, uint64_t& end);
+
 // True for a name made of plain components: no leading or trailing '/', no "", "." or
 // ".." component, no NUL, at most 4096 bytes.
 bool is_canonical_relative(std::string_view name);

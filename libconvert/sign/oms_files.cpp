@@ -242,4 +242,36 @@ void hash_entries(const std::vector<const ModelEntry*>& entries, std::vector<std
   for (const auto& f : per_file) findings.append(f);
 }
 
+void hash_ranges(const std::vector<FileRange>& ranges, std::vector<std::string>& digests, Findings& findings,
+                 std::atomic<uint64_t>& bytes) {
+  constexpr uint64_t kBlock = uint64_t{1} << 20;
+  digests.assign(ranges.size(), std::string());
+  std::vector<Findings> per_range(ranges.size());
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, ranges.size(), 1), [&](const tbb::blocked_range<size_t>& r) {
+    std::vector<uint8_t> buf(kBlock);
+    for (size_t i = r.begin(); i != r.end(); ++i) {
+      const FileRange& range = ranges[i];
+      const ModelEntry& e = *range.entry;
+      IoError err;
+      InputFile file;
+      if (!file.open(e.path, err, e.kind == EntryKind::link_to_file ? InputLinks::follow : InputLinks::refuse)) {
+        per_range[i].error("IO_OPEN", e.name, "", std::nullopt, "cannot open " + e.name + ": " + err.message);
+        continue;
+      }
+      Sha256 h;
+      bool ok = true;
+      for (uint64_t at = range.start; at < range.end && ok; at += kBlock) {
+        const size_t n = static_cast<size_t>(std::min(kBlock, range.end - at));
+        ok = file.read_at(at, std::span<uint8_t>(buf.data(), n), err);
+        if (ok) h.update(std::span<const uint8_t>(buf.data(), n));
+        else per_range[i].error("IO_READ", e.name, "", at, "cannot read " + e.name + ": " + err.message);
+      }
+      if (!ok) continue;
+      digests[i] = h.hex_digest();
+      bytes += range.end - range.start;
+    }
+  });
+  for (const auto& f : per_range) findings.append(f);
+}
+
 }  // namespace ckpt::oms

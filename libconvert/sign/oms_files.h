@@ -66,4 +66,16 @@ bool ignore_path_in_model(const std::string& model, const std::string& given, st
 void hash_entries(const std::vector<const ModelEntry*>& entries, std::vector<std::string>& digests, Findings& findings,
                   std::atomic<uint64_t>& bytes);
 
+// A byte range [start, end) of an entry's file (shard serialization, spec §6.3.2).
+struct FileRange {
+  const ModelEntry* entry = nullptr;
+  uint64_t start = 0, end = 0;
+};
+
+// SHA-256 of each range, ranges hashed in parallel on all cores, each read with pread in
+// blocks of at most 1 MiB. A range that cannot be read (the file shrank): an IO_READ
+// finding naming the file and offset, its digest "".
+void hash_ranges(const std::vector<FileRange>& ranges, std::vector<std::string>& digests, Findings& findings,
+                 std::atomic<uint64_t>& bytes);
+
 }  // namespace ckpt::oms

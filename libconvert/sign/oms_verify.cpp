@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "io/input_file.h"
 #include "sign/oms_crypto.h"
@@ -165,17 +166,13 @@ class Verifier {
            "serialization.hash_type is " + st.serialization.hash_type + "; ckptkit verifies sha256 only (refused)");
       return false;
     }
-    if (st.serialization.method != "files") {
-      fail("OMS_UNSUPPORTED", o_.bundle,
-           "serialization.method is " + st.serialization.method + "; ckptkit verifies the files method only (refused)");
-      return false;
-    }
     return true;
   }
 
   // The ignore paths: the defaults, the bundle's own (those that are relative paths; any
   // other form can name nothing in the model), the command line's.
-  bool scope_for(const Statement& st, ModelScope& scope) {
+  bool scope_for(const Statement& st, const std::map<std::string, std::vector<const Resource*>>& by_path,
+                 ModelScope& scope) {
     scope.ignore_paths = default_ignore_paths();
     for (const auto& p : st.serialization.ignore_paths)
       if (is_canonical_relative(p)) scope.ignore_paths.push_back(p);
@@ -190,61 +187,144 @@ class Verifier {
     }
     scope.bundle_path = o_.bundle;
     scope.allow_symlinks = st.serialization.allow_symlinks;
-    for (const auto& r : st.resources) scope.listed.push_back(r.name);
+    for (const auto& [path, rs] : by_path) scope.listed.push_back(path);
+    return true;
+  }
+
+  // The resources by the model path they name: the whole name ("files"; "." is a one-file
+  // model's file), or the part before ":start:end" ("shards").
+  static std::map<std::string, std::vector<const Resource*>> by_path(const Statement& st, const std::string& single) {
+    std::map<std::string, std::vector<const Resource*>> out;
+    const bool shards = st.serialization.method == "shards";
+    for (const auto& r : st.resources) {
+      std::string_view path = r.name;
+      uint64_t a = 0, b = 0;
+      if (shards) split_shard_name(r.name, path, a, b);
+      out[!single.empty() && r.name == "." ? single : std::string(path)].push_back(&r);
+    }
+    return out;
+  }
+
+  // A file's shards must be the bundle's: [i*K, min((i+1)*K, size)) for every i, in order.
+  bool plan_shards(const ModelEntry& e, std::vector<const Resource*> rs, uint64_t shard_size,
+                   std::vector<FileRange>& ranges, std::vector<const Resource*>& expected) {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(e.path, ec);
+    if (ec) {
+      fail("IO_OPEN", e.name, "cannot stat " + e.name + ": " + ec.message());
+      return false;
+    }
+    struct Shard {
+      uint64_t start, end;
+      const Resource* r;
+    };
+    std::vector<Shard> shards;
+    for (const Resource* r : rs) {
+      std::string_view path;
+      Shard s{0, 0, r};
+      split_shard_name(r->name, path, s.start, s.end);
+      shards.push_back(s);
+    }
+    std::sort(shards.begin(), shards.end(), [](const Shard& a, const Shard& b) { return a.start < b.start; });
+    uint64_t at = 0;
+    for (const Shard& s : shards) {
+      const uint64_t end = size - at > shard_size ? at + shard_size : size;
+      if (at >= size || s.start != at || s.end != end) {
+        fail("OMS_SHARD_MISMATCH", e.name,
+             e.name + " has " + std::to_string(size) + " bytes: the bundle's shard " + s.r->name +
+                 " is not its next piece of shard_size " + std::to_string(shard_size) + " (expected " +
+                 std::to_string(at) + ":" + std::to_string(end) + ")");
+        return false;
+      }
+      at = end;
+    }
+    if (at != size) {
+      fail("OMS_SHARD_MISMATCH", e.name,
+           e.name + " has " + std::to_string(size) + " bytes; the bundle's shards end at byte " + std::to_string(at));
+      return false;
+    }
+    for (const Shard& s : shards) {
+      ranges.push_back(FileRange{&e, s.start, s.end});
+      expected.push_back(s.r);
+    }
     return true;
   }
 
   void check_manifest(const Statement& st) {
+    const bool shards = st.serialization.method == "shards";
     ModelScope scope;
-    if (!scope_for(st, scope)) return;
+    if (!scope_for(st, by_path(st, ""), scope)) return;
     std::vector<ModelEntry> entries;
     Findings walk;
     list_model(o_.model, scope, entries, walk);
-    const bool single = is_single_file_model(o_.model);
+    const bool single = is_single_file_model(o_.model) && !entries.empty();
+    const auto listed = by_path(st, single ? entries.front().name : "");
     std::map<std::string, const ModelEntry*> on_disk;
     for (const auto& e : entries) on_disk.emplace(e.name, &e);
-    // Walk findings about entries that are neither listed nor unsigned-but-allowed stay;
-    // a link or odd entry the bundle does not list is no failure with --ignore-unsigned-files.
-    std::map<std::string, bool> listed;
-    for (const auto& r : st.resources) listed[r.name] = true;
+    // Walk findings stay, except those about entries the bundle does not list when unsigned
+    // files are allowed (a link or odd entry is then no failure).
     for (const auto& x : walk.items()) {
       const bool about_unlisted = !x.file.empty() && !listed.count(x.file) && on_disk.count(x.file);
       if (!(about_unlisted && o_.ignore_unsigned_files)) f_.add(x);
     }
-    std::vector<const ModelEntry*> to_hash;
+    std::vector<FileRange> ranges;
     std::vector<const Resource*> expected;
-    for (const auto& r : st.resources) {
-      const std::string name = single && r.name == "." ? (entries.empty() ? r.name : entries.front().name) : r.name;
-      auto it = on_disk.find(name);
+    for (const auto& [path, rs] : listed) {
+      auto it = on_disk.find(path);
       if (it == on_disk.end()) {
-        fail("OMS_FILE_MISSING", r.name, r.name + " is signed in the bundle but not in the model (spec §8.4)");
+        fail("OMS_FILE_MISSING", path, path + " is signed in the bundle but not in the model (spec §8.4)");
         continue;
       }
       const ModelEntry& e = *it->second;
-      if (e.kind == EntryKind::regular || e.kind == EntryKind::link_to_file) {
-        to_hash.push_back(&e);
-        expected.push_back(&r);
-      }
       on_disk.erase(it);
+      if (e.kind != EntryKind::regular && e.kind != EntryKind::link_to_file) continue;  // a finding says why
+      if (shards) {
+        plan_shards(e, rs, *st.serialization.shard_size, ranges, expected);
+      } else {
+        ranges.push_back(FileRange{&e, 0, UINT64_MAX});
+        expected.push_back(rs.front());
+      }
     }
     for (const auto& [name, e] : on_disk) {
       if (e->ignored || o_.ignore_unsigned_files) continue;
-      if (e->kind == EntryKind::regular || e->kind == EntryKind::link_to_file)
-        fail("OMS_FILE_UNSIGNED", name,
-             name + " is in the model but not signed in the bundle (spec §8.5; --ignore-unsigned-files allows it)");
+      if (e->kind != EntryKind::regular && e->kind != EntryKind::link_to_file) continue;
+      std::error_code ec;
+      if (shards && std::filesystem::file_size(e->path, ec) == 0 && !ec) continue;  // no shards: omitted (§6.3.2)
+      fail("OMS_FILE_UNSIGNED", name,
+           name + " is in the model but not signed in the bundle (spec §8.5; --ignore-unsigned-files allows it)");
     }
-    std::vector<std::string> digests;
-    std::atomic<uint64_t> bytes{0};
-    hash_entries(to_hash, digests, f_, bytes);
-    r_.bytes_hashed = bytes.load();
-    for (size_t i = 0; i < to_hash.size(); ++i) {
-      if (digests[i].empty()) continue;  // an I/O finding says why
-      if (digests[i] != expected[i]->digest)
-        fail("OMS_DIGEST_MISMATCH", to_hash[i]->name,
-             to_hash[i]->name + " has SHA-256 " + digests[i] + " but the bundle signs " + expected[i]->digest);
+    compare(ranges, expected);
+  }
+
+  // Hashes the planned pieces (whole files, UINT64_MAX as end, or shards) and compares.
+  void compare(const std::vector<FileRange>& ranges, const std::vector<const Resource*>& expected) {
+    std::vector<const ModelEntry*> whole;
+    std::vector<FileRange> parts;
+    for (const auto& r : ranges) {
+      if (r.end == UINT64_MAX)
+        whole.push_back(r.entry);
       else
-        ++r_.files_checked;
+        parts.push_back(r);
     }
+    std::vector<std::string> whole_digests, part_digests;
+    std::atomic<uint64_t> bytes{0};
+    hash_entries(whole, whole_digests, f_, bytes);
+    hash_ranges(parts, part_digests, f_, bytes);
+    r_.bytes_hashed = bytes.load();
+    std::set<std::string> bad, seen;
+    for (size_t i = 0, w = 0, p = 0; i < ranges.size(); ++i) {
+      const std::string& got = ranges[i].end == UINT64_MAX ? whole_digests[w++] : part_digests[p++];
+      const std::string& name = ranges[i].entry->name;
+      seen.insert(name);
+      if (got.empty()) {
+        bad.insert(name);  // an I/O finding says why
+      } else if (got != expected[i]->digest) {
+        bad.insert(name);
+        fail("OMS_DIGEST_MISMATCH", name,
+             expected[i]->name + " has SHA-256 " + got + " but the bundle signs " + expected[i]->digest);
+      }
+    }
+    r_.files_checked = seen.size() - bad.size();
   }
 
   const VerifyOptions& o_;

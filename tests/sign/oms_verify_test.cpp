@@ -164,12 +164,63 @@ TEST(OmsVerify, ARootDigestNotOverTheResourcesIsRefused) {
   EXPECT_TRUE(has(r, "OMS_ROOT_DIGEST")) << test::describe(r.findings);
 }
 
-TEST(OmsVerify, UnsupportedSerializationsAreRefusedNotIgnored) {
+TEST(OmsVerify, UnsupportedHashTypesAreRefusedNotIgnored) {
   Model m;
-  std::string shards = statement_for({{"a:0:6", sha256_hex("alpha\n")}});
-  shards.replace(shards.find(R"("method":"files")"), 16, R"("method":"shards","shard_size":6)");
-  const VerifyResult r = verify(m, signed_bundle(shards));
+  std::string blake = statement_for(model_resources());
+  for (std::string from : {R"("hash_type":"sha256")", R"("algorithm":"sha256")"})
+    for (size_t at; (at = blake.find(from)) != std::string::npos;)
+      blake.replace(at, from.size(), from.substr(0, from.find(':') + 1) + "\"blake2b\"");
+  const VerifyResult r = verify(m, signed_bundle(blake));
   EXPECT_TRUE(has(r, "OMS_UNSUPPORTED")) << test::describe(r.findings);
+}
+
+// Shard serialization (spec §6.3.2): shard_size 4 cuts a (6 bytes) into a:0:4, a:4:6 and
+// sub/b (5 bytes) into sub/b:0:4, sub/b:4:5; an empty file has no shard and needs none.
+std::string shard_statement(std::vector<Resource> res, const std::string& size = "4") {
+  std::string s = statement_for(std::move(res));
+  s.replace(s.find(R"("method":"files")"), 16, R"("method":"shards","shard_size":)" + size);
+  return s;
+}
+
+std::vector<Resource> model_shards() {
+  return {{"a:0:4", sha256_hex("alph")}, {"a:4:6", sha256_hex("a\n")}, {"sub/b:0:4", sha256_hex("beta")},
+          {"sub/b:4:5", sha256_hex("\n")}};
+}
+
+TEST(OmsVerify, ShardSerializationIsVerifiedPieceByPiece) {
+  Model m;
+  test::write_text(m.dir + "/empty", "");
+  const std::string bundle = signed_bundle(shard_statement(model_shards()));
+  VerifyResult r = verify(m, bundle);
+  EXPECT_TRUE(r.verified) << test::describe(r.findings);
+  EXPECT_EQ(r.files_checked, 2u);
+  EXPECT_EQ(r.bytes_hashed, 11u);
+  // One byte of a's second piece changed: that shard is named.
+  test::write_text(m.dir + "/a", "alphA\n");
+  r = verify(m, bundle);
+  EXPECT_TRUE(has(r, "OMS_DIGEST_MISMATCH"));
+  EXPECT_NE(test::describe(r.findings).find("a:4:6 has SHA-256"), std::string::npos) << test::describe(r.findings);
+  // a grew by one byte: its pieces no longer cut it.
+  test::write_text(m.dir + "/a", "alpha\n!");
+  EXPECT_TRUE(has(verify(m, bundle), "OMS_SHARD_MISMATCH"));
+  test::write_text(m.dir + "/a", "alpha\n");
+  // A bundle that leaves a piece out, or cuts by another size, or names no range.
+  auto missing = model_shards();
+  missing.erase(missing.begin() + 1);
+  EXPECT_TRUE(has(verify(m, signed_bundle(shard_statement(missing))), "OMS_SHARD_MISMATCH"));
+  EXPECT_TRUE(has(verify(m, signed_bundle(shard_statement(model_shards(), "3"))), "OMS_SHARD_MISMATCH"));
+  auto no_range = model_shards();
+  no_range[0].name = "a:0";
+  EXPECT_TRUE(has(verify(m, signed_bundle(shard_statement(no_range))), "OMS_STATEMENT"));
+  no_range[0].name = "a:4:0";
+  EXPECT_TRUE(has(verify(m, signed_bundle(shard_statement(no_range))), "OMS_STATEMENT"));
+  no_range[0].name = "../a:0:4";
+  EXPECT_TRUE(has(verify(m, signed_bundle(shard_statement(no_range))), "OMS_STATEMENT"));
+  // shard_size is required with shards, and must be positive.
+  EXPECT_TRUE(has(verify(m, signed_bundle(shard_statement(model_shards(), "0"))), "OMS_STATEMENT"));
+  // A non-empty unlisted file is still unsigned.
+  test::write_text(m.dir + "/extra", "x");
+  EXPECT_TRUE(has(verify(m, bundle), "OMS_FILE_UNSIGNED"));
 }
 
 TEST(OmsVerify, TheEnvelopeRulesAreChecked) {
