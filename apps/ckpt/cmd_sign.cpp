@@ -28,7 +28,10 @@ struct VerifyArgs {
 
 ckpt::Outcome run_sign(SignArgs& a) {
   if (a.o.output.empty()) a.o.output = ckpt::oms::default_bundle_path(a.o.model);
+  auto progress = std::make_shared<ckpt::Progress>(a.c.mode(), "sign");
+  a.o.progress = [progress](uint64_t done, uint64_t total) { progress->update(done, total); };
   const ckpt::oms::SignResult r = ckpt::oms::sign_model(a.o);
+  progress->finish();
   print_findings(kSign, r.findings);
   if (r.usage) return ckpt::Outcome::usage;
   if (r.findings.has_errors()) return ckpt::worse(ckpt::outcome_of(r.findings), ckpt::Outcome::findings);
@@ -50,7 +53,10 @@ ckpt::Outcome run_sign(SignArgs& a) {
 
 ckpt::Outcome run_verify(VerifyArgs& a) {
   if (a.o.bundle.empty()) a.o.bundle = ckpt::oms::default_bundle_path(a.o.model);
+  auto progress = std::make_shared<ckpt::Progress>(a.c.mode(), "verify-signature");
+  a.o.progress = [progress](uint64_t done, uint64_t total) { progress->update(done, total); };
   const ckpt::oms::VerifyResult r = ckpt::oms::verify_signature(a.o);
+  progress->finish();
   print_findings(kVerifySignature, r.findings);
   if (r.usage) return ckpt::Outcome::usage;
   const ckpt::Outcome o = ckpt::outcome_of(r.findings);
@@ -82,7 +88,7 @@ Command add_sign_command(CLI::App& app) {
                     ".git, .gitignore, .gitattributes, .github always are)");
   c.sub->add_option("-o,--output", args->o.output,
                     "the bundle to write, atomically (default: model.sig in the directory holding MODEL)");
-  add_quiet(c.sub, args->c, "errors only: no 'signed' line");
+  add_common(c.sub, args->c, "errors only: no progress, no 'signed' line");
   c.run = [args] { return run_sign(*args); };
   return c;
 }
@@ -104,7 +110,7 @@ Command add_verify_signature_command(CLI::App& app) {
                     "added to the bundle's own ignore paths)");
   c.sub->add_flag("--ignore-unsigned-files", args->o.ignore_unsigned_files,
                   "files the bundle does not list are allowed (every listed file is still checked)");
-  add_quiet(c.sub, args->c, "errors only: no 'verified' line");
+  add_common(c.sub, args->c, "errors only: no progress, no 'verified' line");
   c.run = [args] { return run_verify(*args); };
   return c;
 }

@@ -214,7 +214,7 @@ bool ignore_path_in_model(const std::string& model, const std::string& given, st
 }
 
 void hash_entries(const std::vector<const ModelEntry*>& entries, std::vector<std::string>& digests, Findings& findings,
-                  std::atomic<uint64_t>& bytes) {
+                  std::atomic<uint64_t>& bytes, const BytesDone& on_bytes) {
   digests.assign(entries.size(), std::string());
   std::vector<Findings> per_file(entries.size());
   tbb::parallel_for(tbb::blocked_range<size_t>(0, entries.size(), 1), [&](const tbb::blocked_range<size_t>& r) {
@@ -237,13 +237,14 @@ void hash_entries(const std::vector<const ModelEntry*>& entries, std::vector<std
       }
       digests[i] = hex;
       bytes += file.size();
+      if (on_bytes) on_bytes(file.size());
     }
   });
   for (const auto& f : per_file) findings.append(f);
 }
 
 void hash_ranges(const std::vector<FileRange>& ranges, std::vector<std::string>& digests, Findings& findings,
-                 std::atomic<uint64_t>& bytes) {
+                 std::atomic<uint64_t>& bytes, const BytesDone& on_bytes) {
   constexpr uint64_t kBlock = uint64_t{1} << 20;
   digests.assign(ranges.size(), std::string());
   std::vector<Findings> per_range(ranges.size());
@@ -263,8 +264,12 @@ void hash_ranges(const std::vector<FileRange>& ranges, std::vector<std::string>&
       for (uint64_t at = range.start; at < range.end && ok; at += kBlock) {
         const size_t n = static_cast<size_t>(std::min(kBlock, range.end - at));
         ok = file.read_at(at, std::span<uint8_t>(buf.data(), n), err);
-        if (ok) h.update(std::span<const uint8_t>(buf.data(), n));
-        else per_range[i].error("IO_READ", e.name, "", at, "cannot read " + e.name + ": " + err.message);
+        if (ok) {
+          h.update(std::span<const uint8_t>(buf.data(), n));
+          if (on_bytes) on_bytes(n);
+        } else {
+          per_range[i].error("IO_READ", e.name, "", at, "cannot read " + e.name + ": " + err.message);
+        }
       }
       if (!ok) continue;
       digests[i] = h.hex_digest();

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,8 +64,10 @@ bool ignore_path_in_model(const std::string& model, const std::string& given, st
 // SHA-256 (lowercase hex) of each entry's file, files hashed in parallel on all cores
 // (oneTBB), each by the project's read-ahead hashing (io/hash.h). A file that cannot be
 // read: an IO_READ finding naming it, its digest "". `bytes` adds up what was hashed.
+// `on_bytes` (may be empty) is called, from the hashing threads, with each count of bytes done.
+using BytesDone = std::function<void(uint64_t)>;
 void hash_entries(const std::vector<const ModelEntry*>& entries, std::vector<std::string>& digests, Findings& findings,
-                  std::atomic<uint64_t>& bytes);
+                  std::atomic<uint64_t>& bytes, const BytesDone& on_bytes = {});
 
 // A byte range [start, end) of an entry's file (shard serialization, spec §6.3.2).
 struct FileRange {
@@ -76,6 +79,6 @@ struct FileRange {
 // blocks of at most 1 MiB. A range that cannot be read (the file shrank): an IO_READ
 // finding naming the file and offset, its digest "".
 void hash_ranges(const std::vector<FileRange>& ranges, std::vector<std::string>& digests, Findings& findings,
-                 std::atomic<uint64_t>& bytes);
+                 std::atomic<uint64_t>& bytes, const BytesDone& on_bytes = {});
 
 }  // namespace ckpt::oms

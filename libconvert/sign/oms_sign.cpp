@@ -36,7 +36,15 @@ class Signer {
     }
     std::vector<std::string> digests;
     std::atomic<uint64_t> bytes{0};
-    hash_entries(files, digests, f_, bytes);
+    uint64_t total = 0;
+    for (const auto* e : files) {
+      std::error_code ec;
+      const uint64_t n = fs::file_size(e->path, ec);
+      total += ec ? 0 : n;
+    }
+    BytesDone meter;
+    if (o_.progress) meter = [this, total](uint64_t n) { o_.progress(done_ += n, total); };
+    hash_entries(files, digests, f_, bytes, meter);
     r_.bytes_hashed = bytes.load();
     if (f_.has_errors()) return;
     Statement& st = r_.statement;
@@ -165,6 +173,7 @@ class Signer {
   Findings& f_;
   EcKey key_;
   std::vector<std::string> certificates_;  // DER, leaf first
+  std::atomic<uint64_t> done_{0};          // bytes hashed, for the progress meter
 };
 
 }  // namespace

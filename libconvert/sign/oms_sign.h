@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct SignOptions {
   std::string signing_cert;             // PEM file: the `certificate` method ("" = `key`)
   std::vector<std::string> cert_chain;  // PEM files: intermediates (leaf to root order)
   std::vector<std::string> ignore_paths;
+  std::function<void(uint64_t done, uint64_t total)> progress;  // bytes hashed; may be empty
 };
 
 struct SignResult {

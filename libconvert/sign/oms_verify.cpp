@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "io/input_file.h"
@@ -296,6 +297,20 @@ class Verifier {
     compare(ranges, expected);
   }
 
+  // Reports bytes hashed against the bytes planned (the files' sizes now, the ranges').
+  BytesDone progress_meter(const std::vector<const ModelEntry*>& whole, const std::vector<FileRange>& parts) const {
+    if (!o_.progress) return {};
+    uint64_t total = 0;
+    for (const auto* e : whole) {
+      std::error_code ec;
+      const uint64_t n = std::filesystem::file_size(e->path, ec);
+      total += ec ? 0 : n;
+    }
+    for (const auto& r : parts) total += r.end - r.start;
+    auto done = std::make_shared<std::atomic<uint64_t>>(0);
+    return [this, total, done](uint64_t n) { o_.progress(*done += n, total); };
+  }
+
   // Hashes the planned pieces (whole files, UINT64_MAX as end, or shards) and compares.
   void compare(const std::vector<FileRange>& ranges, const std::vector<const Resource*>& expected) {
     std::vector<const ModelEntry*> whole;
@@ -308,8 +323,9 @@ class Verifier {
     }
     std::vector<std::string> whole_digests, part_digests;
     std::atomic<uint64_t> bytes{0};
-    hash_entries(whole, whole_digests, f_, bytes);
-    hash_ranges(parts, part_digests, f_, bytes);
+    const BytesDone meter = progress_meter(whole, parts);
+    hash_entries(whole, whole_digests, f_, bytes, meter);
+    hash_ranges(parts, part_digests, f_, bytes, meter);
     r_.bytes_hashed = bytes.load();
     std::set<std::string> bad, seen;
     for (size_t i = 0, w = 0, p = 0; i < ranges.size(); ++i) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct VerifyOptions {
   std::vector<std::string> cert_chain;  // PEM files of trusted CA certificates: `certificate`
   std::vector<std::string> ignore_paths;  // --ignore-paths (relative to the model, or absolute inside it)
   bool ignore_unsigned_files = false;
+  std::function<void(uint64_t done, uint64_t total)> progress;  // bytes hashed; may be empty
 };
 
 struct VerifyResult {
