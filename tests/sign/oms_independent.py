@@ -177,13 +177,16 @@ def main():
         shutil.copytree(model, changed)
         flip_last_byte(changed / "shard.bin")
         bundle = tmp / "changed.sig"
-        subprocess.run([ckpt, "sign", "-q", "-o", str(bundle), "--private-key", str(keys / "p384/signing-key.pem"),
-                        str(model)], check=True)
+        run = subprocess.run([ckpt, "sign", "-q", "-o", str(bundle), "--private-key", str(keys / "p384/signing-key.pem"),
+                              str(model)], capture_output=True, text=True)
+        check("ckpt sign (key P-384) for the negative checks", run.returncode == 0, run.stderr)
         try:
             verify_here(bundle, changed, keys / "p384/signing-key-pub.pem")
             check("this verifier refuses a model with one byte changed", False, "it passed")
         except AssertionError:
             check("this verifier refuses a model with one byte changed", True)
+        except Exception as e:
+            check("this verifier refuses a model with one byte changed", False, repr(e))
         try:
             b = json.loads(bundle.read_text())
             payload = bytearray(base64.b64decode(b["dsseEnvelope"]["payload"]))
@@ -194,6 +197,8 @@ def main():
             check("this verifier refuses a payload with one byte changed", False, "it passed")
         except InvalidSignature:
             check("this verifier refuses a payload with one byte changed", True)
+        except Exception as e:
+            check("this verifier refuses a payload with one byte changed", False, repr(e))
 
         # 2. This implementation signs, ckpt verifies.
         cases = {
