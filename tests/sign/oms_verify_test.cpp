@@ -108,6 +108,17 @@ TEST(OmsCrypto, KeysOtherThanEcP256P384P521AreRefused) {
   EXPECT_EQ(key.curve(), "P-521");
 }
 
+TEST(OmsCrypto, TheKeyHintIsTheReferenceClientsOne) {
+  // The Python client's key-simple bundle names its key by this hint: SHA-256 of the PEM.
+  EcKey pub, priv;
+  std::string error;
+  ASSERT_TRUE(pub.load_public_pem(test::read_text(keys("certificate/signing-key-pub.pem")), error)) << error;
+  ASSERT_TRUE(priv.load_private_pem(test::read_text(keys("certificate/signing-key.pem")), error)) << error;
+  EXPECT_EQ(pub.hint(), "e8450dec4eb99dae995da9af1bc2cc9f76ed669ee2e744f57abba763df3e3f8e");
+  EXPECT_EQ(priv.hint(), pub.hint());
+  EXPECT_EQ(pub.curve(), "P-384");
+}
+
 TEST(OmsVerify, AStatementSignedByTheKeyVerifies) {
   Model m;
   const VerifyResult r = verify(m, signed_bundle(statement_for(model_resources())));
