@@ -2,6 +2,7 @@
 // written and checked by libconvert/sign/ (docs/ckpt-sign.md, docs/ckpt-verify-signature.md).
 // Exit 0 signed / verified, 1 a verification failure (each finding names the rule and the
 // file), 2 a usage mistake or refused key, 3 an I/O error.
+#include <future>
 #include <iostream>
 #include <memory>
 
@@ -115,12 +116,15 @@ Command add_verify_signature_command(CLI::App& app) {
   return c;
 }
 
-void add_signature_options(CLI::App* sub, SignatureFlags& flags) {
-  sub->add_option("--signature", flags.bundle,
-                  "also verify PATH against this OMS signature bundle (as ckpt verify-signature does)");
-  auto* key = sub->add_option("--public-key", flags.public_key, "with --signature: PEM EC public key (key method)");
+void add_signature_options(CLI::App* sub, SignatureFlags& flags, const std::string& bundle_option) {
+  sub->add_option(bundle_option, flags.bundle,
+                  bundle_option == "--signature"
+                      ? "also verify PATH against this OMS signature bundle (as ckpt verify-signature does)"
+                      : "verify the input against this OMS signature bundle while converting; OUT is not finalized "
+                        "(no index, no config.json) unless it verifies");
+  auto* key = sub->add_option("--public-key", flags.public_key, "with " + bundle_option + ": PEM EC public key (key method)");
   auto* chain = sub->add_option("--cert-chain", flags.cert_chain,
-                                "with --signature: PEM CA certificate(s) to trust (certificate method; repeatable)");
+                                "with " + bundle_option + ": PEM CA certificate(s) to trust (certificate method; repeatable)");
   key->excludes(chain);
 }
 
@@ -146,6 +150,27 @@ ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::strin
   else if (!r.findings.has_errors())
     findings.error("OMS_NOT_VERIFIED", flags.bundle, "", std::nullopt, "the OMS signature was not verified");
   return ckpt::Outcome::ok;
+}
+
+std::function<bool(ckpt::Findings&, bool& usage)> start_signature_check(const SignatureFlags& flags,
+                                                                        const std::string& model) {
+  ckpt::oms::VerifyOptions o;
+  o.model = model;
+  o.bundle = flags.bundle;
+  o.public_key = flags.public_key;
+  o.cert_chain = flags.cert_chain;
+  auto check = std::make_shared<std::future<ckpt::oms::VerifyResult>>(
+      std::async(std::launch::async, [o] { return ckpt::oms::verify_signature(o); }));
+  return [check, bundle = flags.bundle](ckpt::Findings& findings, bool& usage) {
+    const ckpt::oms::VerifyResult r = check->get();
+    findings.append(r.findings);
+    usage = r.usage;
+    if (r.verified)
+      findings.info("OMS_VERIFIED", bundle, "", std::nullopt,
+                    "the input's OMS signature verifies (" + r.method + " method): " + std::to_string(r.files_checked) +
+                        " signed files match, root digest " + r.root_digest);
+    return r.verified;
+  };
 }
 
 }  // namespace ckptcli

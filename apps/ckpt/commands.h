@@ -35,9 +35,17 @@ struct SignatureFlags {
   bool active() const { return !bundle.empty() || !public_key.empty() || !cert_chain.empty(); }
   bool complete() const { return !bundle.empty() && (!public_key.empty() || !cert_chain.empty()); }
 };
-void add_signature_options(CLI::App* sub, SignatureFlags& flags);
+// `bundle_option` names the bundle's flag: "--signature" (validate), "--expect-signature" (convert).
+void add_signature_options(CLI::App* sub, SignatureFlags& flags, const std::string& bundle_option = "--signature");
 // usage (after printing why) when the flags are incomplete; else ok, the findings of the
 // check appended to `findings` (an info OMS_VERIFIED naming the bundle when it passed).
 ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::string& model, ckpt::Findings& findings);
+
+// `convert --expect-signature`: the input verified on threads of its own while the conversion
+// runs (a second read of the input, concurrent with the conversion's). The returned function
+// waits for the check, appends its findings and returns whether it passed (usage: the
+// trust given could not be used).
+std::function<bool(ckpt::Findings&, bool& usage)> start_signature_check(const SignatureFlags& flags,
+                                                                        const std::string& model);
 
 }  // namespace ckptcli

@@ -171,6 +171,7 @@ struct ConvertArgs {
   std::string partition;  // "I/N" or "env"
   unsigned partitions = 0;
   bool finalize = false;
+  ckptcli::SignatureFlags expect;  // --expect-signature
   CommonFlags c;
 };
 
@@ -185,6 +186,7 @@ Outcome run_convert(const ConvertArgs& a) {
                                           "(repack-experts takes a .gguf)");
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.input);
+  inputs.add_file(a.expect.bundle);
   if (auto o = ckptcli::check_outputs(kConvert, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   ckpt::ConvertOptions o;
   o.input = a.input;
@@ -211,6 +213,25 @@ Outcome run_convert(const ConvertArgs& a) {
     if (a.partitions > 0) given = a.partitions;
     o.partitions = ckpt::partition_count_from_env(ckpt::process_env(), given, error);
     if (!error.empty()) return ckptcli::usage_error(kConvert, error);
+  }
+  std::function<bool(ckpt::Findings&, bool&)> signature_check;
+  if (a.expect.active()) {
+    if (!a.expect.complete())
+      return ckptcli::usage_error(kConvert, "--expect-signature BUNDLE needs --public-key PUB.pem or --cert-chain CA.pem");
+    if (a.dry_run || !a.partition.empty() || a.finalize)
+      return ckptcli::usage_error(kConvert, "--expect-signature checks a whole conversion (not --dry-run, --partition or --finalize)");
+    signature_check = ckptcli::start_signature_check(a.expect, a.input);
+    o.before_finalize = [&signature_check, bundle = a.expect.bundle](ckpt::ConvertReport& r) {
+      bool usage = false;
+      if (signature_check(r.findings, usage)) return true;
+      r.status = usage ? ckpt::ConvertStatus::usage_error
+                 : r.findings.has_io_errors() ? ckpt::ConvertStatus::io_error
+                                              : ckpt::ConvertStatus::input_error;
+      r.findings.error("CONVERT_SIGNATURE", bundle, "", std::nullopt,
+                       "the input does not verify against its signature bundle: OUT is left incomplete (shards "
+                       "written, no index, no config.json)");
+      return false;
+    };
   }
   ckpt::Progress progress(a.c.mode(), "convert");
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
@@ -341,6 +362,7 @@ int main(int argc, char** argv) {
                       "N for --partition env and --finalize (default: CKPT_PARTITIONS, then the Slurm array size)");
   convert->add_flag("--finalize", ca.finalize,
                     "after all partitions: verify every shard's record and output, then write index, config, side files");
+  ckptcli::add_signature_options(convert, ca.expect, "--expect-signature");
 
   SynthArgs sa;
   auto* synth = app.add_subcommand("synth", "Write a synthetic checkpoint with a real model's exact structure");
