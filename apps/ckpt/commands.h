@@ -27,8 +27,9 @@ Command add_diff_command(CLI::App& app);    // apps/ckpt/cmd_diff.cpp
 Command add_sign_command(CLI::App& app);              // apps/ckpt/cmd_sign.cpp
 Command add_verify_signature_command(CLI::App& app);  // apps/ckpt/cmd_sign.cpp
 
-// `validate --signature BUNDLE --public-key PUB | --cert-chain CA...` (apps/ckpt/cmd_sign.cpp):
-// the OMS check of `ckpt verify-signature`, its findings added to the validation's.
+// `validate --signature BUNDLE` and `convert --expect-signature BUNDLE`, with --public-key PUB
+// or --cert-chain CA... (apps/ckpt/cmd_sign.cpp): the OMS check of `ckpt verify-signature`
+// inside another command, its findings added to that command's report.
 struct SignatureFlags {
   std::string bundle, public_key;
   std::vector<std::string> cert_chain;
