@@ -14,7 +14,7 @@ ASAN_CXX   ?= clang++-14
 JOBS       ?= $(shell nproc)
 DEMO_DIR   ?= demo-out
 DEB_PACKAGES = cmake g++ make pkg-config libcli11-dev libsimdjson-dev libxxhash-dev libssl-dev \
-               libtbb-dev libgtest-dev python3-jsonschema hipcc
+               libtbb-dev libgtest-dev python3-jsonschema python3-cryptography hipcc
 # clang + libFuzzer for the fuzz targets (tests/fuzz), installed by fuzz-smoke / fuzz only.
 DEB_PACKAGES_FUZZ = clang-14 libclang-rt-14-dev
 RELEASE_BUILD ?= build-release
@@ -23,7 +23,7 @@ CLANG_CXX     ?= clang++-14
 # Warnings are errors here and in CI (a developer setting; the package build does not force it).
 WERROR        ?= -DCKPT_WERROR=ON
 FUZZ_BUILD   ?= $(ASAN_BUILD)
-FUZZ_TARGETS = safetensors_header index_json config_dsv4 config_tensors gguf_header ggml_dequant expert_pack_manifest hash_manifest hub_list json_walk
+FUZZ_TARGETS = safetensors_header index_json config_dsv4 config_tensors gguf_header ggml_dequant expert_pack_manifest hash_manifest hub_list json_walk oms_bundle
 # The documented limits: 2 GiB RSS, no single allocation over 96 MiB (what the ASan suite
 # allows; the 100,000,000-byte safetensors header is the largest legitimate one), 1 s per input.
 FUZZ_LIMITS  = -rss_limit_mb=2048 -malloc_limit_mb=96 -timeout=1

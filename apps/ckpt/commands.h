@@ -4,6 +4,7 @@
 #include <functional>
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -24,5 +25,29 @@ Command add_repack_command(CLI::App& app);  // apps/ckpt/cmd_repack.cpp
 Command add_hash_command(CLI::App& app);    // apps/ckpt/cmd_hash.cpp
 Command add_diff_command(CLI::App& app);    // apps/ckpt/cmd_diff.cpp
 Command add_preflight_command(CLI::App& app);  // apps/ckpt/cmd_preflight.cpp
+Command add_sign_command(CLI::App& app);              // apps/ckpt/cmd_sign.cpp
+Command add_verify_signature_command(CLI::App& app);  // apps/ckpt/cmd_sign.cpp
+
+// `validate --signature BUNDLE` and `convert --expect-signature BUNDLE`, with --public-key PUB
+// or --cert-chain CA... (apps/ckpt/cmd_sign.cpp): the OMS check of `ckpt verify-signature`
+// inside another command, its findings added to that command's report.
+struct SignatureFlags {
+  std::string bundle, public_key;
+  std::vector<std::string> cert_chain;
+  bool active() const { return !bundle.empty() || !public_key.empty() || !cert_chain.empty(); }
+  bool complete() const { return !bundle.empty() && (!public_key.empty() || !cert_chain.empty()); }
+};
+// `bundle_option` names the bundle's flag: "--signature" (validate), "--expect-signature" (convert).
+void add_signature_options(CLI::App* sub, SignatureFlags& flags, const std::string& bundle_option = "--signature");
+// usage (after printing why) when the flags are incomplete; else ok, the findings of the
+// check appended to `findings` (an info OMS_VERIFIED naming the bundle when it passed).
+ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::string& model, ckpt::Findings& findings);
+
+// `convert --expect-signature`: the input verified on threads of its own while the conversion
+// runs (a second read of the input, concurrent with the conversion's). The returned function
+// waits for the check, appends its findings and returns whether it passed (usage: the
+// trust given could not be used).
+std::function<bool(ckpt::Findings&, bool& usage)> start_signature_check(const SignatureFlags& flags,
+                                                                        const std::string& model);
 
 }  // namespace ckptcli

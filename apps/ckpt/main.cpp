@@ -91,6 +91,7 @@ struct ValidateArgs {
   std::vector<std::string> merge;
   unsigned tp = 0, ep = 0;  // --tp / --ep / --gpu: also run ckpt preflight's checks
   std::string gpu;
+  ckptcli::SignatureFlags signature;
   CommonFlags c;
 };
 
@@ -121,6 +122,7 @@ Outcome run_validate(const ValidateArgs& a) {
   inputs.add_checkpoint(a.path);
   inputs.add_checkpoint(a.reference);
   inputs.add_file(a.hub);
+  inputs.add_file(a.signature.bundle);
   for (const auto& m : a.merge) inputs.add_file(m);
   if (auto o = ckptcli::check_outputs(kValidate, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   if (!a.merge.empty()) return run_validate_merge(a, inputs);
@@ -139,9 +141,12 @@ Outcome run_validate(const ValidateArgs& a) {
   options.mode = parse_mode(a.mode);
   if (!a.partition.empty()) {
     if (!resolve_partition(kValidate, a.partition, a.partitions, options.partition)) return Outcome::usage;
-    if (!a.reference.empty() || !a.hub.empty())
-      return ckptcli::usage_error(kValidate, "--partition splits --deep / --sha256 only, not --reference or --hub-sha256");
+    if (!a.reference.empty() || !a.hub.empty() || a.signature.active())
+      return ckptcli::usage_error(kValidate,
+                                  "--partition splits --deep / --sha256 only, not --reference, --hub-sha256 or --signature");
   }
+  if (a.signature.active() && !a.signature.complete())
+    return ckptcli::usage_error(kValidate, "--signature BUNDLE needs --public-key PUB.pem or --cert-chain CA.pem");
   ckpt::Progress progress(a.c.mode(), "validate");
   options.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   // The deployment checks of `ckpt preflight`, when a deployment is named.
@@ -163,6 +168,8 @@ Outcome run_validate(const ValidateArgs& a) {
       if (f.code.rfind("PREFLIGHT_", 0) == 0) report.findings.add(f);
     report.findings.sort_stable();
   }
+  if (a.signature.active())
+    if (auto o = ckptcli::check_signature_into(a.signature, a.path, report.findings); o != Outcome::ok) return o;
   return emit_validation(report, a, inputs);
 }
 
@@ -184,6 +191,7 @@ struct ConvertArgs {
   std::string partition;  // "I/N" or "env"
   unsigned partitions = 0;
   bool finalize = false;
+  ckptcli::SignatureFlags expect;  // --expect-signature
   CommonFlags c;
 };
 
@@ -198,6 +206,7 @@ Outcome run_convert(const ConvertArgs& a) {
                                           "(repack-experts takes a .gguf)");
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.input);
+  inputs.add_file(a.expect.bundle);
   if (auto o = ckptcli::check_outputs(kConvert, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   ckpt::ConvertOptions o;
   o.input = a.input;
@@ -224,6 +233,25 @@ Outcome run_convert(const ConvertArgs& a) {
     if (a.partitions > 0) given = a.partitions;
     o.partitions = ckpt::partition_count_from_env(ckpt::process_env(), given, error);
     if (!error.empty()) return ckptcli::usage_error(kConvert, error);
+  }
+  std::function<bool(ckpt::Findings&, bool&)> signature_check;
+  if (a.expect.active()) {
+    if (!a.expect.complete())
+      return ckptcli::usage_error(kConvert, "--expect-signature BUNDLE needs --public-key PUB.pem or --cert-chain CA.pem");
+    if (a.dry_run || !a.partition.empty() || a.finalize)
+      return ckptcli::usage_error(kConvert, "--expect-signature checks a whole conversion (not --dry-run, --partition or --finalize)");
+    signature_check = ckptcli::start_signature_check(a.expect, a.input);
+    o.before_finalize = [&signature_check, bundle = a.expect.bundle](ckpt::ConvertReport& r) {
+      bool usage = false;
+      if (signature_check(r.findings, usage)) return true;
+      r.status = usage ? ckpt::ConvertStatus::usage_error
+                 : r.findings.has_io_errors() ? ckpt::ConvertStatus::io_error
+                                              : ckpt::ConvertStatus::input_error;
+      r.findings.error("CONVERT_SIGNATURE", bundle, "", std::nullopt,
+                       "the input does not verify against its signature bundle: OUT is left incomplete (shards "
+                       "written, no index, no config.json)");
+      return false;
+    };
   }
   ckpt::Progress progress(a.c.mode(), "convert");
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
@@ -313,6 +341,7 @@ int main(int argc, char** argv) {
                        "an empty list or a name listed twice is an error");
   validate->add_option("--reference", va.reference,
                        "the unconverted input: check PATH as its conversion (with --deep: every byte)");
+  ckptcli::add_signature_options(validate, va.signature);
   ckptcli::add_json(validate, va.c, "schemas/validation-report.schema.json");
   validate->add_option("--mode", va.mode, "safetensors header rules: strict (README) or compat (reference)")
       ->check(CLI::IsMember({"strict", "compat"}));
@@ -358,6 +387,7 @@ int main(int argc, char** argv) {
                       "N for --partition env and --finalize (default: CKPT_PARTITIONS, then the Slurm array size)");
   convert->add_flag("--finalize", ca.finalize,
                     "after all partitions: verify every shard's record and output, then write index, config, side files");
+  ckptcli::add_signature_options(convert, ca.expect, "--expect-signature");
 
   SynthArgs sa;
   auto* synth = app.add_subcommand("synth", "Write a synthetic checkpoint with a real model's exact structure");
@@ -374,6 +404,8 @@ int main(int argc, char** argv) {
   ckptcli::Command hash = ckptcli::add_hash_command(app);
   ckptcli::Command diff = ckptcli::add_diff_command(app);
   ckptcli::Command preflight = ckptcli::add_preflight_command(app);
+  ckptcli::Command sign = ckptcli::add_sign_command(app);
+  ckptcli::Command verify_signature = ckptcli::add_verify_signature_command(app);
 
   try {
     app.parse(argc, argv);
@@ -392,7 +424,7 @@ int main(int argc, char** argv) {
   if (*validate) return ckptcli::finish(kValidate, run_validate(va));
   if (*synth) return ckptcli::finish(kSynth, run_synth(sa));
   if (*convert) return ckptcli::finish(kConvert, run_convert(ca));
-  for (const ckptcli::Command* c : {&dump, &repack, &hash, &diff, &preflight})
+  for (const ckptcli::Command* c : {&dump, &repack, &hash, &diff, &preflight, &sign, &verify_signature})
     if (*c->sub) return ckptcli::finish(c->name, c->run());
   return ckpt::exit_code_for(Outcome::usage);
 }

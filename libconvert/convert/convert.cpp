@@ -574,7 +574,8 @@ void write_output(const LoadedModel& in, const ConvertOptions& o, const std::vec
   if (!prune_previous(in, o, r)) return;
   if (o.partition.active())
     write_shards(in, o, r, done, owned);
-  else if (write_side_files(o, pins, r) && write_shards(in, o, r, done, owned) && write_index_and_config(in, o, r))
+  else if (write_side_files(o, pins, r) && write_shards(in, o, r, done, owned) &&
+           (!o.before_finalize || o.before_finalize(r)) && write_index_and_config(in, o, r))
     finish_manifest(in, o, r);
 }
 

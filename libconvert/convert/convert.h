@@ -41,6 +41,10 @@ struct ConvertOptions {
   // Called once the plan and the disk check are done, before the first byte is written
   // (the CLI prints the plan summary there); may be empty.
   std::function<void(const struct ConvertReport&)> on_plan;
+  // Called once every shard of a whole-output run is written, before its final files (the
+  // index and config.json, whose absence marks OUT incomplete); false leaves OUT incomplete
+  // (the hook has set the report's status and findings). May be empty. `--expect-signature`.
+  std::function<bool(struct ConvertReport&)> before_finalize;
 };
 
 enum class ConvertStatus { ok, input_error, usage_error, io_error };

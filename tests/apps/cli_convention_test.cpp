@@ -35,7 +35,8 @@ test::RunResult run_to_dev_full(const std::string& tool, const std::string& args
 }
 
 TEST(CliConvention, EverySubcommandHasQuietAndProgress) {
-  for (const char* sub : {"inspect", "validate", "convert", "synth", "dump", "repack-experts", "hash", "diff"}) {
+  for (const char* sub : {"inspect", "validate", "convert", "synth", "dump", "repack-experts", "hash", "diff", "sign",
+                          "verify-signature"}) {
     auto r = test::run_ckpt(std::string(sub) + " --help");
     EXPECT_EQ(r.exit_code, 0) << sub;
     EXPECT_NE(r.out.find("--quiet"), std::string::npos) << sub << "\n" << r.out;

@@ -1,0 +1,48 @@
+// Verifying a model against an OMS bundle (spec §8; docs/ckpt-verify-signature.md): the
+// bundle parsed as hostile input, the signing method of its verification material matched
+// against the trust given (a public key: `key`; CA certificates: `certificate`), the DSSE
+// signature checked over the PAE, the statement and predicate checked, the root digest
+// recomputed, then the model walked by the bundle's own rules (its ignore paths and symlink
+// policy) and every listed file hashed on all cores: each must be present with its digest,
+// and no unlisted file may be present unless unsigned files are allowed. Every failure is
+// a finding naming the rule and, where there is one, the file. The `sigstore` method
+// (Fulcio certificates, Rekor entries) needs a network trust root: refused.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/findings.h"
+#include "sign/oms_bundle.h"
+
+namespace ckpt::oms {
+
+struct VerifyOptions {
+  std::string model;
+  std::string bundle;                   // the bundle file
+  std::string public_key;               // PEM file: the `key` method
+  std::vector<std::string> cert_chain;  // PEM files of trusted CA certificates: `certificate`
+  std::vector<std::string> ignore_paths;  // --ignore-paths (relative to the model, or absolute inside it)
+  bool ignore_unsigned_files = false;
+  std::function<void(uint64_t done, uint64_t total)> progress;  // bytes hashed; may be empty
+};
+
+struct VerifyResult {
+  Findings findings;
+  bool usage = false;           // a refused request (no trust given, a key that cannot be used)
+  std::string method;           // "key" / "certificate" as found in the bundle
+  std::string root_digest;      // the statement's subject digest, once verified
+  uint64_t files_checked = 0;   // listed files hashed and matched
+  uint64_t bytes_hashed = 0;
+  bool verified = false;        // every rule passed
+};
+
+VerifyResult verify_signature(const VerifyOptions& options);
+
+// Reads a whole small file the CLI names (a key, a certificate, the bundle) through the
+// project's one input open; false with an IO_READ finding naming it.
+bool read_small_file(const std::string& path, uint64_t limit, std::string& text, Findings& findings);
+
+}  // namespace ckpt::oms
