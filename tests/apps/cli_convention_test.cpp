@@ -153,6 +153,22 @@ TEST(CliConvention, VerifyWithoutAGpuPrintsJsonAndExits4) {
   EXPECT_TRUE(parses(missing.out, m)) << missing.out;
 }
 
+// An unknown CKPT_DEQUANT_ISA is a usage error of both tools (exit 2), naming the value and
+// the accepted ones, before any work; an accepted one runs.
+TEST(CliConvention, AnUnknownDequantIsaIsAUsageErrorNamingIt) {
+  const std::string gguf = q(test::fixture("ggml/qwen3next-tiny.gguf"));
+  for (const std::string tool : {"ckpt", "ckpt-gpu"}) {
+    const std::string args = tool == "ckpt" ? "inspect " + gguf : "verify --backend emulate " + gguf;
+    auto bad = test::run_tool(tool, "CKPT_DEQUANT_ISA=avx3", args);
+    EXPECT_EQ(bad.exit_code, 2) << tool << "\n" << bad.err;
+    EXPECT_NE(bad.err.find("CKPT_DEQUANT_ISA='avx3'"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("accepted: auto, scalar, avx2, avx512"), std::string::npos) << bad.err;
+    EXPECT_EQ(bad.out, "") << tool;
+    auto good = test::run_tool(tool, "CKPT_DEQUANT_ISA=scalar", args);
+    EXPECT_EQ(good.exit_code, 0) << tool << "\n" << good.err;
+  }
+}
+
 TEST(CliConvention, RepackJsonStatusIsAString) {
   test::TempDir tmp;
   const std::string src = q(test::fixture("ggml/qwen3next-tiny.gguf"));

@@ -350,6 +350,33 @@ TEST(GgmlDequantDispatch, ForceIsaSwitchesWhatGgmlDequantizeUses) {
   EXPECT_EQ(ggml_dequant_isa(), before);
 }
 
+// CKPT_DEQUANT_ISA: the accepted names, each clamped to what this CPU runs; any other value
+// is an error naming it and the accepted ones (it fell back to the best ISA silently).
+TEST(GgmlDequantDispatch, AnUnknownIsaNameIsAnErrorNamingItAndTheAcceptedOnes) {
+  const DequantIsa best = ggml_dequant_best_isa();
+  const struct {
+    const char* value;
+    DequantIsa want;
+  } accepted[] = {{"", best},
+                  {"auto", best},
+                  {"scalar", DequantIsa::scalar},
+                  {"avx2", std::min(DequantIsa::avx2, best)},
+                  {"avx512", std::min(DequantIsa::avx512, best)}};
+  for (const auto& a : accepted) {
+    DequantIsa isa = DequantIsa::avx512;
+    std::string error;
+    EXPECT_TRUE(parse_dequant_isa(a.value, isa, error)) << a.value << ": " << error;
+    EXPECT_EQ(isa, a.want) << a.value;
+  }
+  for (const char* bad : {"avx3", "AVX2", "avx2 ", "sse", "none", "1"}) {
+    DequantIsa isa = DequantIsa::avx2;
+    std::string error;
+    EXPECT_FALSE(parse_dequant_isa(bad, isa, error)) << bad;
+    EXPECT_NE(error.find(std::string("CKPT_DEQUANT_ISA='") + bad + "'"), std::string::npos) << error;
+    EXPECT_NE(error.find("accepted: auto, scalar, avx2, avx512"), std::string::npos) << error;
+  }
+}
+
 TEST(GgmlDequantDispatch, BothIsasRejectTheSameBadArguments) {
   std::vector<uint8_t> in(35), iq1(56);
   std::vector<float> out(32), out256(256);
