@@ -29,6 +29,10 @@ echo "== GPU tests (the device suites, CKPT_REQUIRE_GPU=1)"
 tests_rc=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|Failure|demands it" "$OUT/gpu-tests.log" | head -60
 expect "ckpt_tests (device suites)" 0 $tests_rc
+# A filter that matched no device test would pass vacuously: some /gpu tests must have run.
+gpu_ok=$(grep -c '^\[       OK \] .*/gpu' "$OUT/gpu-tests.log")
+echo "device tests passed: $gpu_ok"
+[ "$gpu_ok" -gt 0 ] || FAILED+=("no device test ran")
 
 echo "== verify: dsv4-tiny --experts keep"
 ./ckpt convert -q "$FIX"/oracle/dsv4-tiny "$W/keep" || FAILED+=("convert keep")
