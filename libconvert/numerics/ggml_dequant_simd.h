@@ -17,7 +17,8 @@
 // dereference, ignores the rest of its basic block, stores included, and declares the
 // loop pure, and the caller's dead-code elimination then deletes the call: the AVX2 Q2_K
 // loop into memory "returned zeros" (GgmlDequantIsa.*/Q2_K at -O3). Minimal reproducer
-// and analysis: docs/notes/gcc12-pure-const.md. One call per run of blocks: no cost.
+// and analysis: docs/notes/gcc12-pure-const.md. The loops were out-of-line calls already
+// (one per run of blocks).
 #if defined(__GNUC__) && !defined(__clang__)
 #define CKPT_LOOP_ENTRY __attribute__((noipa))
 #else
