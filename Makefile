@@ -4,8 +4,9 @@
 #               from npm first, outside the clone, for real_client_llama) and one
 #               clang 14 build with AddressSanitizer + UBSan that also holds the libFuzzer
 #               targets (asan), then every libFuzzer target for a fixed number of runs (fuzz-smoke)
-#   make ci-extra   (CI, after make test) a Release build, the .deb built, installed and run,
-#               and a find_package(ckptkit) consumer (see ci-extra below)
+#   make ci-extra   (CI, after make test) the Release build with its whole test suite (the
+#               packaged configuration is the tested one), the .deb built from that build,
+#               installed and run, and a find_package(ckptkit) consumer (see ci-extra below)
 BUILD      ?= build
 # The sanitizer build: clang 14, ASan + UBSan, the tests and the libFuzzer targets
 # (CKPT_FUZZ implies CKPT_SANITIZE); make asan and make fuzz-smoke both use it.
@@ -37,7 +38,7 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 SLURM_PACKAGES = slurmctld slurmd slurm-client munge
 
 .PHONY: all deps deps-slurm deps-fuzz build asan-build fuzz-build fuzz-smoke fuzz demo test test-normal asan bench golden-update clean llama-client \
-        release-build clang-build deb deb-check ci-extra install-check
+        release-build test-release clang-build deb deb-check ci-extra install-check
 
 all: build
 
@@ -155,10 +156,18 @@ golden-update: build
 	bash golden/update.sh $(BUILD)/ckpt
 
 # --- CI extras (.ci/run calls `make ci-extra` after `make test`; each step can run alone) ---
-# What a packager builds: Release, the GPU backend as found, no tests; the .deb comes from it.
+# What a packager builds: Release (-O3), the GPU backend as found; here with the tests, which
+# change nothing in what is installed (CKPT_BUILD_TESTS only adds test targets), so the .deb
+# comes from the build the suite ran on.
 release-build: deps
-	cmake -S . -B $(RELEASE_BUILD) -DCMAKE_BUILD_TYPE=Release -DCKPT_BUILD_TESTS=OFF $(WERROR)
+	cmake -S . -B $(RELEASE_BUILD) -DCMAKE_BUILD_TYPE=Release -DCKPT_BUILD_TESTS=ON $(WERROR)
 	cmake --build $(RELEASE_BUILD) -j$(JOBS)
+
+# The whole suite on the Release build (the Slurm recipe test does not depend on the
+# compiler's optimisation and already ran in make test).
+RELEASE_CTEST ?= -E '^slurm_e2e$$'
+test-release: release-build
+	cd $(RELEASE_BUILD) && ctest -j$(JOBS) --output-on-failure $(RELEASE_CTEST)
 
 # Not in CI: the sanitizer build (make asan) is the clang 14 build there; it compiles
 # everything (tests included) warning-free and runs the whole suite, which catches
@@ -184,7 +193,7 @@ deb-check: deb
 
 install-check: deb-check
 
-ci-extra: release-build deb-check
+ci-extra: test-release deb-check
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(RELEASE_BUILD) $(CLANG_BUILD) $(DEMO_DIR) build-fuzz  # build-fuzz: the fuzz build before it moved into build-asan

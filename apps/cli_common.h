@@ -18,6 +18,7 @@
 #include "core/outcome.h"
 #include "core/progress.h"
 #include "io/output_file.h"
+#include "numerics/ggml_dequant.h"
 
 namespace ckptcli {
 
@@ -55,6 +56,15 @@ inline void print_error(std::string_view prog_sub, std::string_view code, std::s
 inline ckpt::Outcome usage_error(std::string_view prog_sub, std::string_view message) {
   print_error(prog_sub, "USAGE", "", message);
   return ckpt::Outcome::usage;
+}
+// The environment ckptkit reads for meaning, checked before any work: an unknown
+// CKPT_DEQUANT_ISA is a usage error (exit 2) naming the value, never a silent fallback.
+inline bool environment_ok(std::string_view prog) {
+  ckpt::DequantIsa isa;
+  std::string error;
+  if (ckpt::ggml_dequant_isa_from_environment(isa, error)) return true;
+  usage_error(prog, error);
+  return false;
 }
 // Every finding of `f` at or above `min` on stderr, one line each.
 inline void print_findings(std::string_view prog_sub, const ckpt::Findings& f,

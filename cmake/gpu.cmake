@@ -13,9 +13,12 @@ if((CKPT_SANITIZE OR CKPT_FUZZ) AND CKPT_GPU STREQUAL "AUTO")
   set(CKPT_GPU_COMPILE_ALL OFF)
 endif()
 
-set(CKPT_KERNEL_SRC ${CMAKE_SOURCE_DIR}/kernels/backend_gpu.cu)
-set(CKPT_KERNEL_DEPS ${CKPT_KERNEL_SRC} ${CMAKE_SOURCE_DIR}/kernels/decode.h ${CMAKE_SOURCE_DIR}/kernels/gpu_compat.h
-    ${CMAKE_SOURCE_DIR}/kernels/gpu_bench.h ${CMAKE_SOURCE_DIR}/libconvert/verify/backend.h)
+# Every .cu of kernels/ (a file per kernel family, the device lanes, the backend, the
+# benchmarks: kernels/README.md), compiled by each GPU compiler found.
+file(GLOB CKPT_KERNEL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/*.cu)
+file(GLOB CKPT_KERNEL_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/*.h)
+set(CKPT_KERNEL_DEPS ${CKPT_KERNEL_HEADERS} ${CMAKE_SOURCE_DIR}/libconvert/verify/backend.h
+    ${CMAKE_SOURCE_DIR}/libconvert/verify/opening_backend.h)
 
 # --- compilers -------------------------------------------------------------------------
 if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -70,21 +73,30 @@ if(CKPT_HAVE_CUDA)
   target_link_libraries(ckpt_kernels_cuda PUBLIC CUDA::cudart_static)
 endif()
 
-# --- HIP kernels (hipcc drives clang; compiled as an object, linked when chosen) ---------
+# --- HIP kernels (hipcc drives clang; one object per .cu, archived; linked when chosen) ---
 if(CKPT_HIPCC AND (CKPT_BACKEND STREQUAL "hip" OR CKPT_GPU_COMPILE_ALL))
-  set(CKPT_HIP_OBJ ${CMAKE_BINARY_DIR}/kernels_hip.o)
   set(CKPT_HIP_WERROR "")
   if(CKPT_WERROR)
     set(CKPT_HIP_WERROR -Werror)
   endif()
-  add_custom_command(
-    OUTPUT ${CKPT_HIP_OBJ}
-    COMMAND ${CKPT_HIPCC} -std=c++20 -O3 -ffp-contract=off -fPIC -x hip --offload-arch=gfx90a --offload-arch=gfx1030
-            -Wall -Wextra ${CKPT_HIP_WERROR} -I${CMAKE_SOURCE_DIR}/kernels -I${CMAKE_SOURCE_DIR}/libconvert
-            -c ${CKPT_KERNEL_SRC} -o ${CKPT_HIP_OBJ}
-    DEPENDS ${CKPT_KERNEL_DEPS}
-    COMMENT "Compiling the kernels with hipcc (gfx90a, gfx1030)")
-  add_custom_target(ckpt_kernels_hip_obj ALL DEPENDS ${CKPT_HIP_OBJ})
+  set(CKPT_HIP_OBJS "")
+  foreach(src ${CKPT_KERNEL_SRC})
+    get_filename_component(name ${src} NAME_WE)
+    set(obj ${CMAKE_BINARY_DIR}/kernels_hip/${name}.o)
+    add_custom_command(
+      OUTPUT ${obj}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/kernels_hip
+      COMMAND ${CKPT_HIPCC} -std=c++20 -O3 -ffp-contract=off -fPIC -x hip --offload-arch=gfx90a --offload-arch=gfx1030
+              -Wall -Wextra ${CKPT_HIP_WERROR} -I${CMAKE_SOURCE_DIR}/kernels -I${CMAKE_SOURCE_DIR}/libconvert
+              -c ${src} -o ${obj}
+      DEPENDS ${src} ${CKPT_KERNEL_DEPS}
+      COMMENT "Compiling kernels/${name}.cu with hipcc (gfx90a, gfx1030)")
+    list(APPEND CKPT_HIP_OBJS ${obj})
+  endforeach()
+  set(CKPT_HIP_LIB ${CMAKE_BINARY_DIR}/libckpt_kernels_hip.a)
+  add_custom_command(OUTPUT ${CKPT_HIP_LIB} COMMAND ${CMAKE_COMMAND} -E rm -f ${CKPT_HIP_LIB}
+                     COMMAND ${CMAKE_AR} rcs ${CKPT_HIP_LIB} ${CKPT_HIP_OBJS} DEPENDS ${CKPT_HIP_OBJS})
+  add_custom_target(ckpt_kernels_hip_lib ALL DEPENDS ${CKPT_HIP_LIB})
 endif()
 
 # --- the backend ckpt-gpu and the tests link -----------------------------------------------
@@ -93,9 +105,6 @@ if(CKPT_BACKEND STREQUAL "cuda")
   target_link_libraries(ckpt_gpu_backend INTERFACE ckpt_kernels_cuda)
 elseif(CKPT_BACKEND STREQUAL "hip")
   add_library(ckpt_kernels_hip STATIC IMPORTED GLOBAL)
-  set(CKPT_HIP_LIB ${CMAKE_BINARY_DIR}/libckpt_kernels_hip.a)
-  add_custom_command(OUTPUT ${CKPT_HIP_LIB} COMMAND ${CMAKE_AR} rcs ${CKPT_HIP_LIB} ${CKPT_HIP_OBJ} DEPENDS ${CKPT_HIP_OBJ})
-  add_custom_target(ckpt_kernels_hip_lib DEPENDS ${CKPT_HIP_LIB})
   set_target_properties(ckpt_kernels_hip PROPERTIES IMPORTED_LOCATION ${CKPT_HIP_LIB})
   add_dependencies(ckpt_kernels_hip ckpt_kernels_hip_lib)
   find_library(CKPT_AMDHIP amdhip64 REQUIRED)
@@ -116,7 +125,7 @@ set_target_properties(ckpt-gpu PROPERTIES BUILD_RPATH "\$ORIGIN/lib" INSTALL_RPA
 if(CKPT_BUILD_TESTS)
   enable_testing()
   set(CKPT_HIP_BUILT OFF)
-  if(TARGET ckpt_kernels_hip_obj)
+  if(TARGET ckpt_kernels_hip_lib)
     set(CKPT_HIP_BUILT ON)
   endif()
   set(CKPT_CUDA_LIB_FILE none)
@@ -125,6 +134,6 @@ if(CKPT_BUILD_TESTS)
   endif()
   add_test(NAME gpu_kernels_compiled
            COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/check_kernels_built.sh ${CKPT_CUDA_LIB_FILE}
-                   ${CMAKE_BINARY_DIR}/kernels_hip.o ${CKPT_HAVE_CUDA} ${CKPT_HIP_BUILT})
+                   ${CMAKE_BINARY_DIR}/libckpt_kernels_hip.a ${CKPT_HAVE_CUDA} ${CKPT_HIP_BUILT})
   set_tests_properties(gpu_kernels_compiled PROPERTIES SKIP_RETURN_CODE 77)
 endif()

@@ -18,10 +18,25 @@
 #endif
 
 #include "core/ggml_types.h"
+#include "numerics/ggml_dequant.h"
 
 namespace fs = std::filesystem;
 
 namespace ckpt::test {
+
+namespace {
+// A run with an unknown CKPT_DEQUANT_ISA fails before any test: it would check the scalar
+// reference where the run asked for something else (the CLIs refuse it likewise, exit 2).
+class DequantIsaEnvironment : public ::testing::Environment {
+  void SetUp() override {
+    DequantIsa isa;
+    std::string error;
+    if (!ggml_dequant_isa_from_environment(isa, error)) GTEST_FAIL() << error;
+  }
+};
+[[maybe_unused]] ::testing::Environment* const dequant_isa_environment =
+    ::testing::AddGlobalTestEnvironment(new DequantIsaEnvironment);
+}  // namespace
 
 std::unique_ptr<LoadedModel> load_model_checked(const std::string& path) {
   auto model = std::make_unique<LoadedModel>();

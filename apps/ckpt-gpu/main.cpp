@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
     // --help and --version exit 0; every usage mistake exits 2.
     return app.exit(e) == 0 ? ckpt::exit_code_for(Outcome::ok) : ckpt::exit_code_for(Outcome::usage);
   }
+  if (!ckptcli::environment_ok("ckpt-gpu")) return ckpt::exit_code_for(Outcome::usage);
   ckpt::install_signal_cleanup();  // a report's temporary goes with Ctrl-C / kill
   if (verify->parsed()) return ckptcli::finish(kVerify, run_verify(v));
   return ckptcli::finish(kBench, run_bench(b));

@@ -413,6 +413,7 @@ int main(int argc, char** argv) {
     // --help and --version exit 0; every usage mistake exits 2.
     return app.exit(e) == 0 ? ckpt::exit_code_for(Outcome::ok) : ckpt::exit_code_for(Outcome::usage);
   }
+  if (!ckptcli::environment_ok("ckpt")) return ckpt::exit_code_for(Outcome::usage);
   // A file-size limit (RLIMIT_FSIZE) must surface as a write error (EFBIG), not kill us.
   std::signal(SIGXFSZ, SIG_IGN);
   // Ctrl-C, kill, a closed terminal: every writer's temporaries go, then we die of the signal.

@@ -362,13 +362,12 @@ namespace {
 // one asked for and the CPU's best.
 DequantIsa runnable(DequantIsa isa) { return std::min(isa, ggml_dequant_best_isa()); }
 
+// Read once; a refused value runs the reference (the CLIs refused it before any work).
 DequantIsa environment_isa() {
   static const DequantIsa isa = [] {
-    const char* v = std::getenv("CKPT_DEQUANT_ISA");
-    const std::string_view asked = v ? v : "";
-    if (asked == "scalar") return DequantIsa::scalar;
-    if (asked == "avx2") return runnable(DequantIsa::avx2);
-    return ggml_dequant_best_isa();
+    DequantIsa asked = DequantIsa::scalar;
+    std::string error;
+    return ggml_dequant_isa_from_environment(asked, error) ? asked : DequantIsa::scalar;
   }();
   return isa;
 }
@@ -384,6 +383,23 @@ int loop_level(DequantIsa isa, int32_t type) {
 std::atomic<int> forced_isa{-1};
 
 }  // namespace
+
+bool parse_dequant_isa(std::string_view value, DequantIsa& isa, std::string& error) {
+  if (value.empty() || value == "auto") isa = ggml_dequant_best_isa();
+  else if (value == "scalar") isa = DequantIsa::scalar;
+  else if (value == "avx2") isa = runnable(DequantIsa::avx2);
+  else if (value == "avx512") isa = runnable(DequantIsa::avx512);
+  else {
+    error = "CKPT_DEQUANT_ISA='" + std::string(value) + "' is not an instruction set (accepted: auto, scalar, avx2, avx512)";
+    return false;
+  }
+  return true;
+}
+
+bool ggml_dequant_isa_from_environment(DequantIsa& isa, std::string& error) {
+  const char* v = std::getenv("CKPT_DEQUANT_ISA");
+  return parse_dequant_isa(v ? v : "", isa, error);
+}
 
 DequantIsa ggml_dequant_isa() {
   const int forced = forced_isa.load(std::memory_order_relaxed);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace ckpt {
 
@@ -68,10 +69,18 @@ enum class DequantIsa { scalar, avx2, avx512 };
 // What this CPU runs (checked once): avx512 when it has AVX-512F (and AVX2 and F16C), avx2
 // when it has AVX2 and F16C, else scalar.
 DequantIsa ggml_dequant_best_isa();
-// What ggml_dequantize uses now: ggml_dequant_best_isa(), unless the environment has
-// CKPT_DEQUANT_ISA=scalar or =avx2 at the first call (benchmarks time the reference, or the
-// AVX2 loops on an AVX-512 CPU, that way) or ggml_dequant_force_isa was called.
+// What ggml_dequantize uses now: ggml_dequant_best_isa(), unless the environment's
+// CKPT_DEQUANT_ISA asked for less at the first call (benchmarks time the reference, or the
+// AVX2 loops on an AVX-512 CPU, that way) or ggml_dequant_force_isa was called. A value
+// that ggml_dequant_isa_from_environment refuses runs the scalar reference (exact, never a
+// guessed faster path); ckpt, ckpt-gpu and the test binary refuse it before any work.
 DequantIsa ggml_dequant_isa();
+// The ISA a CKPT_DEQUANT_ISA value asks for, clamped to what this CPU runs: "" or "auto"
+// the best, "scalar", "avx2", "avx512". Anything else is false with `error` naming the
+// value and the accepted ones.
+bool parse_dequant_isa(std::string_view value, DequantIsa& isa, std::string& error);
+// The same for the environment's CKPT_DEQUANT_ISA (unset is "auto").
+bool ggml_dequant_isa_from_environment(DequantIsa& isa, std::string& error);
 // Test and benchmark hook: makes ggml_dequantize use `isa` process-wide (an ISA the CPU
 // lacks falls back to scalar). Returns the previous choice.
 DequantIsa ggml_dequant_force_isa(DequantIsa isa);

@@ -74,9 +74,10 @@ inline void put1(Digest y, float v) { digest_avx2::add1(*y.s, std::bit_cast<uint
 
 // One loop per block function and output so the block function inlines into it. A Digest's
 // sums are a local of the loop, held in registers across it (through the pointer they would
-// be loaded and stored at every vector).
+// be loaded and stored at every vector). CKPT_LOOP_ENTRY: a GCC 12 -O3 bug deleted calls of
+// the Q2_K loop (ggml_dequant_simd.h).
 template <auto kFn, class Y>
-CKPT_AVX2 void blocks_loop(const uint8_t* in, size_t blocks, size_t type_size, size_t block_size, Y y) {
+CKPT_LOOP_ENTRY CKPT_AVX2 void blocks_loop(const uint8_t* in, size_t blocks, size_t type_size, size_t block_size, Y y) {
   if constexpr (std::is_same_v<Y, Digest>) {
     digest_avx2::Sums s = *y.s;
     for (size_t i = 0; i < blocks; ++i) kFn(in + i * type_size, Digest{&s, y.wa, y.wb} + i * block_size);
@@ -168,17 +169,17 @@ CKPT_AVX2 void bf16_oct(const uint8_t* in, Y y) {
 }
 
 template <class Y>
-CKPT_AVX2 void f32(const uint8_t* in, size_t n, Y y) {
+CKPT_LOOP_ENTRY CKPT_AVX2 void f32(const uint8_t* in, size_t n, Y y) {
   blocks_loop<f32_oct<Y>>(in, n / 8, 32, 8, y);
   for (size_t i = n / 8 * 8; i < n; ++i) put1(y + i, std::bit_cast<float>(ld32(in + 4 * i)));
 }
 template <class Y>
-CKPT_AVX2 void f16(const uint8_t* in, size_t n, Y y) {
+CKPT_LOOP_ENTRY CKPT_AVX2 void f16(const uint8_t* in, size_t n, Y y) {
   blocks_loop<f16_oct<Y>>(in, n / 8, 16, 8, y);
   for (size_t i = n / 8 * 8; i < n; ++i) put1(y + i, ggml_fp16_to_f32(ld16(in + 2 * i)));
 }
 template <class Y>
-CKPT_AVX2 void bf16(const uint8_t* in, size_t n, Y y) {
+CKPT_LOOP_ENTRY CKPT_AVX2 void bf16(const uint8_t* in, size_t n, Y y) {
   blocks_loop<bf16_oct<Y>>(in, n / 8, 16, 8, y);
   for (size_t i = n / 8 * 8; i < n; ++i) put1(y + i, ggml_bf16_to_f32(ld16(in + 2 * i)));
 }

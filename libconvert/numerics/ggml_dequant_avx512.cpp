@@ -65,8 +65,9 @@ struct Digest {
 CKPT_AVX512 inline void put(Digest y, __m512 v) { digest_avx512::add16(*y.s, _mm512_castps_si512(v), y.wa, y.wb); }
 
 // One loop per block function and output; a Digest's sums a local held in registers.
+// CKPT_LOOP_ENTRY: see ggml_dequant_simd.h (a GCC 12 -O3 bug).
 template <auto kFn, class Y>
-CKPT_AVX512 void blocks_loop(const uint8_t* in, size_t blocks, size_t type_size, size_t block_size, Y y) {
+CKPT_LOOP_ENTRY CKPT_AVX512 void blocks_loop(const uint8_t* in, size_t blocks, size_t type_size, size_t block_size, Y y) {
   if constexpr (std::is_same_v<Y, Digest>) {
     digest_avx512::Sums s = *y.s;
     for (size_t i = 0; i < blocks; ++i) kFn(in + i * type_size, Digest{&s, y.wa, y.wb} + i * block_size);

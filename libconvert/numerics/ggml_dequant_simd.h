@@ -10,6 +10,21 @@
 
 #include <cstdint>
 
+// The out-of-line block loops of both files (blocks_loop, and the plain-float loops) are
+// `noipa` under GCC: their callers must not use what GCC infers about their bodies. GCC 12
+// at -O3 can address a load inside such a loop as MEM[0B + index] (ivopts writes the
+// pointer as an index over a null base); local-pure-const takes that for a null
+// dereference, ignores the rest of its basic block, stores included, and declares the
+// loop pure, and the caller's dead-code elimination then deletes the call: the AVX2 Q2_K
+// loop into memory "returned zeros" (GgmlDequantIsa.*/Q2_K at -O3). Minimal reproducer
+// and analysis: docs/notes/gcc12-pure-const.md. The loops were out-of-line calls already
+// (one per run of blocks).
+#if defined(__GNUC__) && !defined(__clang__)
+#define CKPT_LOOP_ENTRY __attribute__((noipa))
+#else
+#define CKPT_LOOP_ENTRY
+#endif
+
 namespace ckpt::dequant_simd {
 
 // Each byte's low and high nibble, as bytes 0..15.

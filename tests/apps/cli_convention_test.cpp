@@ -11,6 +11,7 @@
 
 #include "formats/json.h"
 #include "test_util.h"
+#include "verify/backend.h"
 
 namespace ckpt {
 namespace {
@@ -136,9 +137,13 @@ TEST(CliConvention, InspectJsonGoesToAFileAndIsPrintedOnFailure) {
   EXPECT_GE(json_int(fail.root(), "errors"), 1);
 }
 
+// Whether a GPU is usable is asked of the backend, not read from the exit code under test:
+// any exit code but 4 on a machine without a GPU is a failure (it was a skip).
 TEST(CliConvention, VerifyWithoutAGpuPrintsJsonAndExits4) {
+  std::string error;
+  if (make_gpu_backend(0, error)) GTEST_SKIP() << "this machine has a usable GPU: verify runs on it, not exit 4";
   auto r = test::run_tool("ckpt-gpu", "", "verify --json - " + q(test::fixture("ggml/qwen3next-tiny.gguf")));
-  if (r.exit_code != 4) GTEST_SKIP() << "this machine has a usable GPU (exit " << r.exit_code << ")";
+  ASSERT_EQ(r.exit_code, 4) << "no GPU here (" << error << "), so verify must say so with exit 4\n" << r.err;
   JsonDoc doc;
   ASSERT_TRUE(parses(r.out, doc)) << r.out << r.err;
   EXPECT_EQ(json_string(doc.root(), "verdict"), "fail");
@@ -147,6 +152,22 @@ TEST(CliConvention, VerifyWithoutAGpuPrintsJsonAndExits4) {
   EXPECT_NE(missing.exit_code, 0);
   JsonDoc m;
   EXPECT_TRUE(parses(missing.out, m)) << missing.out;
+}
+
+// An unknown CKPT_DEQUANT_ISA is a usage error of both tools (exit 2), naming the value and
+// the accepted ones, before any work; an accepted one runs.
+TEST(CliConvention, AnUnknownDequantIsaIsAUsageErrorNamingIt) {
+  const std::string gguf = q(test::fixture("ggml/qwen3next-tiny.gguf"));
+  for (const std::string tool : {"ckpt", "ckpt-gpu"}) {
+    const std::string args = tool == "ckpt" ? "inspect " + gguf : "verify --backend emulate " + gguf;
+    auto bad = test::run_tool(tool, "CKPT_DEQUANT_ISA=avx3", args);
+    EXPECT_EQ(bad.exit_code, 2) << tool << "\n" << bad.err;
+    EXPECT_NE(bad.err.find("CKPT_DEQUANT_ISA='avx3'"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("accepted: auto, scalar, avx2, avx512"), std::string::npos) << bad.err;
+    EXPECT_EQ(bad.out, "") << tool;
+    auto good = test::run_tool(tool, "CKPT_DEQUANT_ISA=scalar", args);
+    EXPECT_EQ(good.exit_code, 0) << tool << "\n" << good.err;
+  }
 }
 
 TEST(CliConvention, RepackJsonStatusIsAString) {

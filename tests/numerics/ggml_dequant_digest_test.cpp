@@ -19,6 +19,7 @@
 #include "core/ggml_types.h"
 #include "numerics/f32_digest.h"
 #include "numerics/ggml_dequant.h"
+#include "test_require.h"
 #include "test_util.h"
 
 namespace ckpt {
@@ -38,6 +39,15 @@ F32Digest reference(int32_t type, std::span<const uint8_t> blocks, uint64_t firs
   std::string error;
   EXPECT_TRUE(ggml_dequantize_isa(DequantIsa::scalar, type, blocks, y, error)) << error;
   return f32_digest_isa(DequantIsa::scalar, y, first, w);
+}
+
+// Set when a check could not run a type's AVX-512 loop because this CPU lacks AVX-512F; the
+// fixtures' TearDown reports it once per test (skipped, or failed under CKPT_REQUIRE_AVX512=1).
+bool avx512_not_run = false;
+void report_avx512_not_run() {
+  if (std::exchange(avx512_not_run, false))
+    test::skip_or_fail_without(test::Need::avx512,
+                               "this CPU has no AVX-512F: the AVX-512 digests were not checked (the AVX2 ones were)");
 }
 
 // Every way to the digest of `blocks` as elements first.. agrees with the reference; on a
@@ -61,6 +71,7 @@ F32Digest reference(int32_t type, std::span<const uint8_t> blocks, uint64_t firs
   const F32Digest two_steps = f32_digest_isa(DequantIsa::avx2, y, first, w);
   // The AVX-512 loops where the type has one and this CPU runs them (else the AVX2 ones again).
   const bool avx512 = test::cpu_has_avx512f() && ggml_dequant_has_avx512_loop(type);
+  if (ggml_dequant_has_avx512_loop(type) && !test::cpu_has_avx512f()) avx512_not_run = true;
   F32Digest fused512 = fused, two_steps512 = two_steps;
   if (avx512) {
     if (!ggml_dequant_digest_isa(DequantIsa::avx512, type, blocks, first, w, fused512, error))
@@ -113,6 +124,7 @@ class GgmlDequantDigest : public ::testing::TestWithParam<test::GgmlAvx2Type> {
     ASSERT_NE(info_, nullptr);
     bs_ = info_->block_size;
   }
+  void TearDown() override { report_avx512_not_run(); }
   std::vector<uint8_t> random_blocks(size_t count) {
     std::vector<uint8_t> v(count * info_->type_size);
     for (auto& b : v) b = static_cast<uint8_t>(rng_());
@@ -238,6 +250,7 @@ class GgmlDequantDigestDomain : public ::testing::Test {
   void SetUp() override {
     if (!test::cpu_has_avx2_f16c()) GTEST_SKIP() << "this CPU has no AVX2/F16C";
   }
+  void TearDown() override { report_avx512_not_run(); }
   std::mt19937_64 rng_{11};
   const DigestWeights w_{0xfeedull};
 };

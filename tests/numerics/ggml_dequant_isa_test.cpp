@@ -11,10 +11,12 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/ggml_types.h"
 #include "numerics/ggml_dequant.h"
+#include "test_require.h"
 #include "test_util.h"
 
 namespace ckpt {
@@ -51,6 +53,15 @@ std::string hex(float f) {
   return ::testing::AssertionSuccess();
 }
 
+// Set when a check could not run a type's AVX-512 loop because this CPU lacks AVX-512F; the
+// fixtures' TearDown reports it once per test (skipped, or failed under CKPT_REQUIRE_AVX512=1).
+bool avx512_not_run = false;
+void report_avx512_not_run() {
+  if (std::exchange(avx512_not_run, false))
+    test::skip_or_fail_without(test::Need::avx512,
+                               "this CPU has no AVX-512F: the AVX-512 loops were not checked (the AVX2 ones were)");
+}
+
 // The fast paths and the reference on the same bytes; the first element whose bits differ, named.
 ::testing::AssertionResult same_on_both(int32_t type, const std::vector<uint8_t>& blocks) {
   const GgmlTypeInfo* info = ggml_type_info(type);
@@ -61,7 +72,11 @@ std::string hex(float f) {
     return ::testing::AssertionFailure() << "scalar: " << error;
   // The AVX2 loop, and the AVX-512 loop where the type has one and this CPU runs it.
   for (DequantIsa isa : {DequantIsa::avx2, DequantIsa::avx512}) {
-    if (isa == DequantIsa::avx512 && !(test::cpu_has_avx512f() && ggml_dequant_has_avx512_loop(type))) continue;
+    if (isa == DequantIsa::avx512 && !ggml_dequant_has_avx512_loop(type)) continue;
+    if (isa == DequantIsa::avx512 && !test::cpu_has_avx512f()) {
+      avx512_not_run = true;
+      continue;
+    }
     const char* isa_name = isa == DequantIsa::avx2 ? "avx2" : "avx512";
     std::vector<float> fast(n);
     if (!ggml_dequantize_isa(isa, type, blocks, fast, error))
@@ -78,6 +93,7 @@ class GgmlDequantIsa : public ::testing::TestWithParam<TypeCase> {
     info_ = ggml_type_info(GetParam().type);
     ASSERT_NE(info_, nullptr);
   }
+  void TearDown() override { report_avx512_not_run(); }
   std::vector<uint8_t> random_blocks(size_t count) {
     std::vector<uint8_t> v(count * info_->type_size);
     for (auto& b : v) b = static_cast<uint8_t>(rng_());
@@ -158,6 +174,7 @@ class GgmlDequantIsaDomain : public ::testing::Test {
   void SetUp() override {
     if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2/F16C";
   }
+  void TearDown() override { report_avx512_not_run(); }
   std::mt19937_64 rng_{7};
   std::vector<uint8_t> random_bytes(size_t n) {
     std::vector<uint8_t> v(n);
@@ -331,6 +348,33 @@ TEST(GgmlDequantDispatch, ForceIsaSwitchesWhatGgmlDequantizeUses) {
   EXPECT_EQ(ggml_dequant_isa(), ggml_dequant_best_isa());
   ggml_dequant_force_isa(before);
   EXPECT_EQ(ggml_dequant_isa(), before);
+}
+
+// CKPT_DEQUANT_ISA: the accepted names, each clamped to what this CPU runs; any other value
+// is an error naming it and the accepted ones (it fell back to the best ISA silently).
+TEST(GgmlDequantDispatch, AnUnknownIsaNameIsAnErrorNamingItAndTheAcceptedOnes) {
+  const DequantIsa best = ggml_dequant_best_isa();
+  const struct {
+    const char* value;
+    DequantIsa want;
+  } accepted[] = {{"", best},
+                  {"auto", best},
+                  {"scalar", DequantIsa::scalar},
+                  {"avx2", std::min(DequantIsa::avx2, best)},
+                  {"avx512", std::min(DequantIsa::avx512, best)}};
+  for (const auto& a : accepted) {
+    DequantIsa isa = DequantIsa::avx512;
+    std::string error;
+    EXPECT_TRUE(parse_dequant_isa(a.value, isa, error)) << a.value << ": " << error;
+    EXPECT_EQ(isa, a.want) << a.value;
+  }
+  for (const char* bad : {"avx3", "AVX2", "avx2 ", "sse", "none", "1"}) {
+    DequantIsa isa = DequantIsa::avx2;
+    std::string error;
+    EXPECT_FALSE(parse_dequant_isa(bad, isa, error)) << bad;
+    EXPECT_NE(error.find(std::string("CKPT_DEQUANT_ISA='") + bad + "'"), std::string::npos) << error;
+    EXPECT_NE(error.find("accepted: auto, scalar, avx2, avx512"), std::string::npos) << error;
+  }
 }
 
 TEST(GgmlDequantDispatch, BothIsasRejectTheSameBadArguments) {

@@ -16,6 +16,7 @@
 #include "numerics/int8_gemm_ref.h"
 #include "numerics/int8_shift.h"
 #include "verify/backend.h"
+#include "test_require.h"
 
 namespace ckpt {
 namespace {
@@ -29,7 +30,7 @@ class Backend : public ::testing::TestWithParam<std::string> {
     }
     std::string error;
     be_ = make_gpu_backend(0, error);
-    if (!be_) GTEST_SKIP() << "GPU backend unavailable: " << error;
+    if (!be_) return test::skip_or_fail_without(test::Need::gpu, "GPU backend unavailable: " + error);
   }
   std::unique_ptr<DecodeBackend> be_;
   std::mt19937_64 rng_{42};

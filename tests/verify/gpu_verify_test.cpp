@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "test_require.h"
 #include "test_util.h"
 #include "core/ggml_types.h"
 #include "numerics/int8_shift.h"
@@ -62,7 +63,7 @@ class GpuVerify : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (GetParam() == "gpu") {
       std::string error;
-      if (!make_gpu_backend(0, error)) GTEST_SKIP() << "GPU backend unavailable: " << error;
+      if (!make_gpu_backend(0, error)) return test::skip_or_fail_without(test::Need::gpu, "GPU backend unavailable: " + error);
     }
   }
   test::RunResult verify(const std::string& path, const std::string& reference, const std::string& extra = "") {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/ggml_types.h"
+#include "test_require.h"
 #include "test_util.h"
 #include "verify/gpu_verify.h"
 #include "verify/opening_backend.h"
@@ -95,7 +96,7 @@ TEST(OpeningBackend, NoJobRunsOnABackendThatFailedToOpen) {
 TEST(OpeningBackend, TheGpuBackendsTraitsAreTheOpenedBackendsAnswers) {
   std::string error;
   auto opened = make_gpu_backend(0, error);
-  if (!opened) GTEST_SKIP() << "GPU backend unavailable: " << error;
+  if (!opened) return test::skip_or_fail_without(test::Need::gpu, "GPU backend unavailable: " + error);
   auto opening = start_gpu_backend(0);
   EXPECT_EQ(opening->max_chunk_bytes(), opened->max_chunk_bytes());
   EXPECT_EQ(opening->host_memory(), opened->host_memory());
