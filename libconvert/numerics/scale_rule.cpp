@@ -109,7 +109,8 @@ void check_scale_values(ScaleEncoding encoding, Dtype dtype, std::span<const uin
 
 std::string scale_problem_text(ScaleEncoding encoding, ScaleProblem problem, double value) {
   const bool e8m0 = encoding != ScaleEncoding::fp8_multiplier;
-  const int b = static_cast<int>(value);
+  // An E8M0 value is its byte (0-255); a multiplier may be any double (no int conversion).
+  const int b = e8m0 ? static_cast<int>(value) : 0;
   const std::string what =
       e8m0 ? "E8M0 " + std::to_string(b) + (b == 0xFF ? std::string(" (NaN)") : " (2^" + std::to_string(b - 127) + ")")
            : number_text(value);
