@@ -13,6 +13,7 @@
 #include "formats/json_writer.h"
 #include "io/atomic_file.h"
 #include "io/hash.h"
+#include "io/input_file.h"
 #include "io/mapped_file.h"
 
 namespace ckpt {
@@ -48,22 +49,12 @@ bool read_manifest_text(const std::string& path, std::string& text) {
   return read_input_file(path, kMaxManifestBytes, text, err, InputLinks::refuse);
 }
 
-const char* file_kind(mode_t m) {
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISSOCK(m)) return "a socket";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISLNK(m)) return "a symlink";
-  return "not a regular file";
-}
-
 // "" when `path` is absent or of the type wanted (lstat: a symlink is never followed).
 std::string entry_problem(const std::string& path, bool want_dir) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? "" : path + ": " + std::strerror(errno);
   if (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) return "";
-  return path + " is " + file_kind(st.st_mode) + ", not a regular " + (want_dir ? "directory" : "file") +
+  return path + " is " + file_kind_name(st.st_mode) + ", not a regular " + (want_dir ? "directory" : "file") +
          "; ckptkit keeps only those in .ckptkit/ and does not open it (remove it, or choose another output "
          "directory)";
 }

@@ -16,7 +16,9 @@ bool fail(IoError& error, const std::string& path, const std::string& what, int 
   return false;
 }
 
-const char* kind_of(mode_t m) {
+}  // namespace
+
+const char* file_kind_name(mode_t m) {
   if (S_ISFIFO(m)) return "a FIFO";
   if (S_ISSOCK(m)) return "a socket";
   if (S_ISCHR(m)) return "a character device";
@@ -25,8 +27,6 @@ const char* kind_of(mode_t m) {
   if (S_ISLNK(m)) return "a symlink";
   return "not a regular file";
 }
-
-}  // namespace
 
 int open_input_fd(const std::string& path, IoError& error, InputLinks links, mode_t* mode, uint64_t* size) {
   int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
@@ -47,7 +47,7 @@ int open_input_fd(const std::string& path, IoError& error, InputLinks links, mod
     return -1;
   }
   if (!S_ISREG(st.st_mode)) {
-    error = IoError{path, 0, std::string("not a regular file (") + kind_of(st.st_mode) + "); it is not read"};
+    error = IoError{path, 0, std::string("not a regular file (") + file_kind_name(st.st_mode) + "); it is not read"};
     ::close(fd);
     return -1;
   }

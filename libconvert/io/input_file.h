@@ -25,6 +25,10 @@ struct IoError {
 
 enum class InputLinks { follow, refuse };
 
+// What a file of mode `m` is, for messages ("a FIFO", "a symlink", ...; "not a regular
+// file" for anything else that is not one): the one wording of every non-regular-file refusal.
+const char* file_kind_name(mode_t m);
+
 // An open descriptor for `path` by the rules above, or -1 with `error` filled. `mode`
 // (when not null) receives st_mode, `size` st_size.
 int open_input_fd(const std::string& path, IoError& error, InputLinks links = InputLinks::follow,
