@@ -2,6 +2,7 @@
 // family's transformers modeling file and released checkpoints have them.
 #include "deploy/config_tensors.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "core/checked_math.h"
@@ -26,7 +27,6 @@ namespace {
 // Bounds on what a config may describe: every dimension, and the number of tensors (the
 // largest released MoE checkpoints have about 150k).
 constexpr int64_t kMaxConfigValue = int64_t{1} << 24;
-constexpr size_t kMaxDerivedTensors = size_t{1} << 20;
 
 class Builder {
  public:
@@ -354,6 +354,12 @@ bool tensors_from_config(simdjson::dom::element config, const QuantScheme& schem
                 " release uses; its tensor layout is not derived from the config alone (give the shards' headers)");
     return false;
   }
+  if (derived_tensor_estimate(config) > kMaxDerivedTensors) {
+    f.error("PREFLIGHT_CONFIG_KEY", "config.json", "", std::nullopt,
+            "config.json describes a model of more than " + std::to_string(kMaxDerivedTensors) +
+                " tensors (num_hidden_layers times its expert count): refused, no model comes near it");
+    return false;
+  }
   Builder b(config, scheme, f, out);
   if (arch->family == "deepseek_v3") return deepseek_v3(b);
   if (arch->family == "deepseek_v4") return deepseek_v4(b);
@@ -361,6 +367,18 @@ bool tensors_from_config(simdjson::dom::element config, const QuantScheme& schem
   if (arch->family == "qwen3_next") return qwen3_next(b);
   if (arch->family == "gpt_oss") return gpt_oss(b);
   return dense(b, model_type);
+}
+
+uint64_t derived_tensor_estimate(simdjson::dom::element config) {
+  // Each count clamped to [1, 2^24] (larger is refused by the builder anyway), so the
+  // product cannot overflow.
+  auto count = [&](const char* key) {
+    const int64_t v = json_int(config, key).value_or(1);
+    return static_cast<uint64_t>(std::clamp<int64_t>(v, 1, kMaxConfigValue));
+  };
+  const uint64_t experts =
+      std::max({count("n_routed_experts"), count("num_experts"), count("num_local_experts")});
+  return (count("num_hidden_layers") + 1) * (3 * experts + 32);
 }
 
 bool is_mtp_tensor(simdjson::dom::element config, const std::string& name) {

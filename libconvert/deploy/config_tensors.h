@@ -34,6 +34,13 @@ uint64_t deploy_tensor_bytes(const std::string& dtype, const std::vector<uint64_
 bool tensors_from_config(simdjson::dom::element config, const QuantScheme& scheme, Findings& f,
                          std::vector<DeployTensor>& out);
 
+// An upper estimate of how many tensors `config` describes, from its layer count and its
+// largest expert count before any tensor is made: (layers + 1) * (3 * experts + 32).
+// tensors_from_config refuses a config above kMaxDerivedTensors (2^18, over 3x the largest
+// real checkpoint: DeepSeek-V4-Flash has 72,317 tensors) by this estimate, at once.
+uint64_t derived_tensor_estimate(simdjson::dom::element config);
+inline constexpr uint64_t kMaxDerivedTensors = uint64_t{1} << 18;
+
 // True for a tensor of an MTP / next-token-prediction layer (layers.N with N >=
 // num_hidden_layers, or DeepSeek-V4's mtp.N): not part of the served main model.
 bool is_mtp_tensor(simdjson::dom::element config, const std::string& name);

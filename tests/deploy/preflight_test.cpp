@@ -299,7 +299,7 @@ TEST(Preflight, AConfigDescribingAnImpossiblyLargeModelIsRefusedNotAllocated) {
     auto r = preflight(tmp.str(), PreflightOptions{});
     EXPECT_TRUE(r.findings.has_code("PREFLIGHT_CONFIG_KEY")) << describe(r.findings);
     EXPECT_EQ(preflight_outcome(r), Outcome::findings);
-    EXPECT_LE(r.tensors, size_t{1} << 20);
+    EXPECT_LE(r.tensors, kMaxDerivedTensors);
   }
 }
 
