@@ -338,7 +338,11 @@ bool read_model(const std::string& path, PreflightReport& r, Model& m, LoadedMod
     std::error_code ec;
     if (fs::exists(s.path, ec)) any_shard = true;
   }
-  r.config_only = loaded.format == ModelFormat::safetensors && ck.is_directory && !any_shard && ck.config;
+  // A directory of config.json (and the index) alone is config-only mode even when that
+  // config cannot be read: its CFG_ finding is then the whole answer, not a missing shard.
+  std::error_code ec;
+  const bool has_config = ck.config || fs::is_regular_file(fs::path(path) / "config.json", ec);
+  r.config_only = loaded.format == ModelFormat::safetensors && ck.is_directory && !any_shard && has_config;
   if (r.config_only) {
     // Only config.json (and the index) are here: the missing shards are not a finding.
     for (const auto& x : f.items())

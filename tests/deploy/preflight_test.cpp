@@ -283,6 +283,21 @@ namespace ckpt {
 namespace {
 
 // A hostile config cannot make preflight allocate a model no GPU could hold.
+// A directory holding only a config.json that cannot be read (a duplicate key, nesting past
+// the limit) is still config-only mode: the config's own error is the answer, not "no shards".
+TEST(Preflight, AnUnreadableConfigAloneIsItsOwnErrorNotAMissingShard) {
+  for (const std::string& text : {std::string(R"({"model_type": "qwen3_moe", "model_type": "llama"})"),
+                                 std::string(300, '[') + std::string(300, ']')}) {
+    test::TempDir tmp;
+    test::write_text(tmp.str("config.json"), text);
+    auto r = preflight(tmp.str(), PreflightOptions{});
+    EXPECT_TRUE(r.config_only);
+    EXPECT_TRUE(r.findings.has_code("CFG_PARSE")) << describe(r.findings);
+    EXPECT_FALSE(r.findings.has_code("CKPT_NO_SHARDS")) << describe(r.findings);
+    EXPECT_EQ(preflight_outcome(r), Outcome::findings);
+  }
+}
+
 TEST(Preflight, AConfigDescribingAnImpossiblyLargeModelIsRefusedNotAllocated) {
   struct Case {
     const char *layers, *experts, *hidden;
