@@ -254,11 +254,25 @@ bool blocking(const Analysis& a, const std::vector<std::string>& engines) {
   return false;
 }
 
-// "moe_intermediate_size 1536" when a config value equals the size, else "rows 1536".
+// The config keys a module's split dimension is made from, by what the module is: an
+// expert's or an MLP's intermediate size, an MLA projection's LoRA rank; none for attention
+// heads (a size that equals some key by coincidence is never named after it).
+std::vector<const char*> size_keys(const Problem& p) {
+  const bool mlp = p.rule.rfind("expert", 0) == 0 || p.name == "gate_proj" || p.name == "up_proj" ||
+                   p.name == "down_proj" || p.name == "gate_up_proj";
+  if (mlp) return {"moe_intermediate_size", "intermediate_size", "shared_expert_intermediate_size"};
+  if (p.name == "q_a_proj") return {"q_lora_rank"};
+  if (p.name == "kv_a_proj_with_mqa") return {"kv_lora_rank"};
+  return {};
+}
+
+// "moe_intermediate_size 1536" when one of the module's keys equals the size, a K/V part as
+// "num_key_value_heads 4 x head_dim 128 = 512", else "output rows 1536" / "input columns 1536".
 std::string size_text(const Model& m, const Problem& p) {
-  static const char* kKeys[] = {"moe_intermediate_size", "intermediate_size", "shared_expert_intermediate_size",
-                                "hidden_size", "q_lora_rank", "kv_lora_rank", "head_dim"};
-  for (const char* k : kKeys)
+  if ((p.part == "k" || p.part == "v") && m.heads.kv_heads * m.heads.head_dim == p.full)
+    return "num_key_value_heads " + std::to_string(m.heads.kv_heads) + " x head_dim " +
+           std::to_string(m.heads.head_dim) + " = " + std::to_string(p.full);
+  for (const char* k : size_keys(p))
     if (config_int(m, k) == p.full) return std::string(k) + " " + std::to_string(p.full);
   return std::string(p.dimension == "block_k" ? "input columns " : "output rows ") + std::to_string(p.full);
 }
@@ -346,7 +360,8 @@ bool read_model(const std::string& path, PreflightReport& r, Model& m, LoadedMod
   if (r.config_only) {
     // Only config.json (and the index) are here: the missing shards are not a finding.
     for (const auto& x : f.items())
-      if (x.file == "config.json" || x.code.rfind("CFG_", 0) == 0 || x.code.rfind("SIDE_FILE", 0) == 0)
+      if (x.file == "config.json" || x.code.rfind("CFG_", 0) == 0 || x.code.rfind("SIDE_FILE", 0) == 0 ||
+          x.code.rfind("IO_", 0) == 0)  // a shard that is a FIFO or unreadable is not "absent"
         r.findings.add(x);
   } else {
     r.findings.append(f);

@@ -3,6 +3,8 @@
 // oracle/dsv4-tiny), and the silent shared-scale-row case.
 #include <filesystem>
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include "core/dtype.h"
@@ -222,7 +224,7 @@ TEST(Preflight, AFusedQkvTensorWhoseKvSegmentsAreNarrowerThanABlockIsReportedSil
   auto r = run(tmp.str("ckpt"), 1, 1, 0, {"vllm"});
   const std::string m = messages(r, "PREFLIGHT_SCALE_ROW_SHARED");
   EXPECT_NE(m.find("qkv_proj"), std::string::npos) << describe(r.findings);
-  EXPECT_NE(m.find("k part: head_dim 32, not a multiple of block_n 128"), std::string::npos) << m;
+  EXPECT_NE(m.find("k part: num_key_value_heads 1 x head_dim 32 = 32, not a multiple of block_n 128"), std::string::npos) << m;
 }
 
 TEST(Preflight, AConfigThatDisagreesWithTheHeadersIsAFinding) {
@@ -285,6 +287,35 @@ namespace {
 // A hostile config cannot make preflight allocate a model no GPU could hold.
 // A directory holding only a config.json that cannot be read (a duplicate key, nesting past
 // the limit) is still config-only mode: the config's own error is the answer, not "no shards".
+// A K/V projection whose rows happen to equal moe_intermediate_size is not said to be that
+// size: a division names the config key only for the modules made from it.
+TEST(Preflight, ADivisionNamesAConfigKeyOnlyForTheModulesMadeFromIt) {
+  test::TempDir tmp;
+  test::write_text(tmp.str("config.json"), test::read_text(test::fixture("families/qwen3moe-fp8/in/config.json")));
+  PreflightOptions o;
+  o.deployment = {2, 1, 1};
+  auto r = preflight(tmp.str(), o);
+  bool saw_kv = false;
+  for (const auto& f : r.findings.items()) {
+    if (f.code != "PREFLIGHT_BLOCK_DIVISIBILITY" || f.message.find("k_proj") == std::string::npos) continue;
+    saw_kv = true;
+    EXPECT_EQ(f.message.find("intermediate_size"), std::string::npos) << f.message;
+    EXPECT_NE(f.message.find("output rows "), std::string::npos) << f.message;
+  }
+  EXPECT_TRUE(saw_kv) << describe(r.findings);
+}
+
+// A shard that is there but cannot be read (a FIFO) is an error, never taken for a
+// config-only download.
+TEST(Preflight, AShardThatIsAFifoIsAnErrorNotAConfigOnlyDirectory) {
+  test::TempDir tmp;
+  test::write_text(tmp.str("config.json"), test::read_text(test::fixture("families/qwen3moe-fp8/in/config.json")));
+  ASSERT_EQ(::mkfifo(tmp.str("model.safetensors").c_str(), 0600), 0);
+  auto r = preflight(tmp.str(), PreflightOptions{});
+  EXPECT_TRUE(r.findings.has_code("IO_NOT_REGULAR")) << describe(r.findings);
+  EXPECT_EQ(preflight_outcome(r), Outcome::io);
+}
+
 TEST(Preflight, AnUnreadableConfigAloneIsItsOwnErrorNotAMissingShard) {
   for (const std::string& text : {std::string(R"({"model_type": "qwen3_moe", "model_type": "llama"})"),
                                  std::string(300, '[') + std::string(300, ']')}) {
