@@ -17,6 +17,7 @@
 #include "core/display.h"
 #include "core/outcome.h"
 #include "core/progress.h"
+#include "io/direct_writer.h"
 #include "io/output_file.h"
 #include "numerics/ggml_dequant.h"
 
@@ -71,6 +72,28 @@ inline void print_findings(std::string_view prog_sub, const ckpt::Findings& f,
                            ckpt::Severity min = ckpt::Severity::warning) {
   for (const auto& x : f.items())
     if (x.severity >= min) std::cerr << ckpt::finding_line(prog_sub, x) << "\n";
+}
+
+// --buffered, on every command that writes bulk data (io/direct_writer.h).
+inline void add_buffered(CLI::App* sub, bool& buffered) {
+  sub->add_flag("--buffered", buffered,
+                "write outputs through the page cache (dropped behind the writer) instead of O_DIRECT");
+}
+inline std::string& output_io_prog() {
+  static std::string prog;
+  return prog;
+}
+inline void print_output_io_notice(const std::string& file, const std::string& message) {
+  ckpt::Findings f;
+  f.info("IO_BUFFERED", file, "", std::nullopt, message);
+  std::cerr << ckpt::finding_line(output_io_prog(), f.items().front()) << "\n";
+}
+// How this run writes bulk outputs; a filesystem refusing O_DIRECT is said once on
+// stderr (info IO_BUFFERED), not with -q.
+inline void apply_output_io(std::string_view prog_sub, bool buffered, bool quiet) {
+  ckpt::set_output_io(buffered ? ckpt::OutputIo::buffered : ckpt::OutputIo::direct);
+  output_io_prog() = prog_sub;
+  ckpt::set_output_io_notice(quiet ? nullptr : &print_output_io_notice);
 }
 
 // Refuses (usage, after saying why) any of `targets` that would overwrite an input. "-"

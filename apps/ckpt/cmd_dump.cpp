@@ -21,6 +21,7 @@ constexpr const char* kDump = "ckpt dump";
 
 struct DumpArgs {
   std::string path, tensor, as = "f32", out;
+  bool buffered = false;
   CommonFlags c;
 };
 
@@ -38,7 +39,8 @@ ckpt::Outcome run_dump(const DumpArgs& a) {
     const ckpt::Outcome o = ckpt::outcome_of(findings);
     return o == ckpt::Outcome::ok ? ckpt::Outcome::io : o;
   }
-  ckpt::OutputFile out(target, inputs);
+  apply_output_io(kDump, a.buffered, a.c.quiet);
+  ckpt::OutputFile out(target, inputs, ckpt::OutputUse::bulk);
   std::string error;
   if (auto o = out.open(error); o != ckpt::Outcome::ok) {
     print_error(kDump, o == ckpt::Outcome::usage ? "OUTPUT_IS_INPUT" : "IO_WRITE", target, error);
@@ -74,6 +76,7 @@ Command add_dump_command(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "raw"}));
   c.sub->add_option("-o,--output", args->out,
                     "Write to FILE atomically instead of stdout (never a file or directory of the input)");
+  add_buffered(c.sub, args->buffered);
   add_common(c.sub, args->c, "errors only (dump prints nothing else)");
   c.run = [args] { return run_dump(*args); };
   return c;

@@ -21,7 +21,7 @@ struct RepackArgs {
   std::string input, out_dir, a_log = "fix";
   uint64_t align = 4096;
   uint64_t tree_chunk = ckpt::kSha256TreeDefaultChunk;
-  bool overwrite = false;
+  bool overwrite = false, buffered = false;
   CommonFlags c;
 };
 
@@ -48,6 +48,7 @@ ckpt::Outcome run_repack(const RepackArgs& a) {
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.input);
   if (auto o = check_outputs(kRepack, inputs, {a.c.json, "-"}); o != ckpt::Outcome::ok) return o;
+  apply_output_io(kRepack, a.buffered, a.c.quiet);
   ckpt::RepackOptions o;
   o.align = a.align;
   o.fix_a_log = a.a_log == "fix";
@@ -79,6 +80,7 @@ Command add_repack_command(CLI::App& app) {
                     "chunk size of the source's SHA-256 tree in the manifest: a power of two, 65536 .. 1073741824 "
                     "(default 67108864), or 0 for none");
   c.sub->add_flag("--overwrite", args->overwrite, "allow a non-empty output directory");
+  add_buffered(c.sub, args->buffered);
   add_common(c.sub, args->c, "errors only: no progress line and no summary");
   add_json(c.sub, args->c, "schemas/repack-report.schema.json");
   c.run = [args] { return run_repack(*args); };

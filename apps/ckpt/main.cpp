@@ -187,7 +187,7 @@ bool resolve_partition(const char* cmd, const std::string& text, unsigned partit
 struct ConvertArgs {
   std::string input, output, experts = "keep", memory_budget = "1G", rounding = "half-away";
   unsigned headroom = 3;
-  bool dry_run = false, resume = false, overwrite = false;
+  bool dry_run = false, resume = false, overwrite = false, buffered = false;
   std::string partition;  // "I/N" or "env"
   unsigned partitions = 0;
   bool finalize = false;
@@ -208,6 +208,7 @@ Outcome run_convert(const ConvertArgs& a) {
   inputs.add_checkpoint(a.input);
   inputs.add_file(a.expect.bundle);
   if (auto o = ckptcli::check_outputs(kConvert, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
+  ckptcli::apply_output_io(kConvert, a.buffered, a.c.quiet);
   ckpt::ConvertOptions o;
   o.input = a.input;
   o.output = a.output;
@@ -283,7 +284,7 @@ Outcome run_convert(const ConvertArgs& a) {
 
 struct SynthArgs {
   std::string model, out;
-  bool sparse = false, tiny = false, overwrite = false;
+  bool sparse = false, tiny = false, overwrite = false, buffered = false;
   uint64_t seed = 1;
   CommonFlags c;
 };
@@ -295,6 +296,7 @@ Outcome run_synth(const SynthArgs& a) {
     return ckptcli::usage_error(kSynth, "choose exactly one of --sparse (real sizes, sparse files) or --tiny (small, real data)");
   std::string error = ckpt::synth_target_problem(a.out, a.overwrite);
   if (!error.empty()) return ckptcli::usage_error(kSynth, error);
+  ckptcli::apply_output_io(kSynth, a.buffered, a.c.quiet);
   auto size = a.sparse ? ckpt::SynthSize::sparse : ckpt::SynthSize::tiny;
   Outcome failed = Outcome::io;
   if (!ckpt::synth_deepseek_v4_flash_0731(a.out, size, a.seed, error, a.overwrite, &failed)) {
@@ -378,6 +380,7 @@ int main(int argc, char** argv) {
   convert->add_flag("--overwrite", ca.overwrite,
                     "replace a previous ckptkit output: rewrite every shard and remove the files it wrote that this "
                     "conversion does not produce (never a checkpoint ckptkit did not write)");
+  ckptcli::add_buffered(convert, ca.buffered);
   ckptcli::add_common(convert, ca.c, "errors only: no progress, no plan, no summary");
   ckptcli::add_json(convert, ca.c, "schemas/convert-report.schema.json: plan, totals, config");
   convert->add_option("--partition", ca.partition,
@@ -397,6 +400,7 @@ int main(int argc, char** argv) {
   synth->add_flag("--tiny", sa.tiny, "a small model with the same names, dtypes and block types, random data");
   synth->add_option("--seed", sa.seed, "random seed for --tiny");
   synth->add_flag("--overwrite", sa.overwrite, "write into a non-empty directory, replacing files of the same names");
+  ckptcli::add_buffered(synth, sa.buffered);
   ckptcli::add_common(synth, sa.c, "errors only: no 'wrote' line");
 
   ckptcli::Command dump = ckptcli::add_dump_command(app);

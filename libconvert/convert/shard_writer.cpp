@@ -15,6 +15,7 @@
 #include <tbb/task_arena.h>
 
 #include "io/atomic_file.h"
+#include "io/direct_writer.h"
 #include "io/hash.h"
 #include "numerics/fp8.h"
 #include "numerics/int8_shift.h"
@@ -213,7 +214,7 @@ class ShardPipeline {
     std::vector<Unit> units = plan_units(view_, plan_, shard_);
     size_t next = 0;
     std::atomic<bool> failed{false};
-    size_t tokens = std::clamp<size_t>(options_.memory_budget / largest_unit_bytes(units), 2, 16);
+    const size_t tokens = pipeline_tokens(options_.memory_budget, largest_unit_bytes(units));
     tbb::this_task_arena::isolate([&] {
       tbb::parallel_pipeline(
           tokens,
@@ -562,6 +563,11 @@ void stop_point(const char* where) {
   std::raise(SIGSTOP);
 }
 
+size_t pipeline_tokens(uint64_t memory_budget, uint64_t largest_unit) {
+  const uint64_t for_units = memory_budget > kDirectWriterBytes ? memory_budget - kDirectWriterBytes : 0;
+  return static_cast<size_t>(std::clamp<uint64_t>(for_units / std::max<uint64_t>(1, largest_unit), 2, 16));
+}
+
 std::string shard_header_bytes(const PlannedShard& shard) {
   std::string bytes(8, '\0');
   uint64_t n = shard.header.size();
@@ -572,7 +578,7 @@ std::string shard_header_bytes(const PlannedShard& shard) {
 ShardWriteResult write_shard(const LoadedModel& in, const ConversionPlan& plan, const PlannedShard& shard,
                              const std::string& out_path, const ShardWriteOptions& options) {
   ShardWriteResult result;
-  AtomicOutput out(out_path, options.mode);
+  AtomicOutput out(out_path, options.mode, OutputUse::bulk);
   std::string error;
   std::string head = shard_header_bytes(shard);
   if (!out.open(error) || !out.write(reinterpret_cast<const uint8_t*>(head.data()), head.size(), error)) {

@@ -41,6 +41,11 @@ struct ShardWriteResult {
 ShardWriteResult write_shard(const LoadedModel& in, const ConversionPlan& plan, const PlannedShard& shard,
                              const std::string& out_path, const ShardWriteOptions& options);
 
+// Units in flight (read -> transform -> write) within `memory_budget`: what the output
+// writer's buffers leave (io/direct_writer.h kDirectWriterBytes: they are counted), divided
+// by the largest unit's input + output bytes, 2 to 16.
+size_t pipeline_tokens(uint64_t memory_budget, uint64_t largest_unit);
+
 // The output file's first bytes: the 8-byte little-endian header length, then the header.
 std::string shard_header_bytes(const PlannedShard& shard);
 

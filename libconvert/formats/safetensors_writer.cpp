@@ -144,7 +144,8 @@ bool write_safetensors(const std::string& path, std::vector<WriterTensor> tensor
     error = "file size overflows";
     return false;
   }
-  AtomicOutput out(path);
+  // A sparse file is its header and a hole (ftruncate): nothing for O_DIRECT to do.
+  AtomicOutput out(path, kOutputFileMode, options.sparse ? OutputUse::small : OutputUse::bulk);
   if (!out.open(error)) return false;
   uint8_t prefix[8];
   for (int i = 0; i < 8; ++i) prefix[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "io/direct_writer.h"
 #include "io/hash.h"
 
 namespace ckpt {
@@ -184,9 +185,11 @@ size_t live_temporaries() {
 
 void set_directory_sync_for_testing(DirectorySync sync) { g_directory_sync.store(sync); }
 
-AtomicOutput::AtomicOutput(const std::string& dest, mode_t mode) : dest_(dest), mode_(mode) {}
+AtomicOutput::AtomicOutput(const std::string& dest, mode_t mode, OutputUse use)
+    : dest_(dest), mode_(mode), use_(use) {}
 
 AtomicOutput::~AtomicOutput() {
+  writer_.reset();  // its writes in flight end before the file is closed and removed
   if (fd_ >= 0) ::close(fd_);
   if (!committed_ && opened_) ::unlink(tmp_.c_str());
   forget();
@@ -212,12 +215,16 @@ bool AtomicOutput::open(std::string& error) {
   }
   opened_ = true;
   slot_ = register_temp(tmp_);
+  if (use_ == OutputUse::bulk) writer_ = std::make_unique<DirectWriter>(fd_, tmp_);
   return true;
 }
+
+bool AtomicOutput::direct() const { return writer_ && writer_->direct(); }
 
 constexpr uint64_t kWritebackWindow = 64ull << 20;
 
 bool AtomicOutput::write(const uint8_t* data, size_t len, std::string& error) {
+  if (writer_) return writer_->write(data, len, error);
   written_ += len;
   while (len > 0) {
     ssize_t n = ::write(fd_, data, len);
@@ -239,6 +246,10 @@ bool AtomicOutput::write(const uint8_t* data, size_t len, std::string& error) {
 }
 
 bool AtomicOutput::commit(std::string& error) {
+  if (writer_) {
+    if (!writer_->finish(error)) return false;
+    writer_.reset();
+  }
   if (::fsync(fd_) != 0) {
     error = "fsync " + tmp_ + " failed: " + errno_text(errno);
     return false;

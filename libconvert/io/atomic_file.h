@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -25,30 +26,42 @@ inline constexpr mode_t kOutputFileMode = 0644;
 // so a destination name of up to NAME_MAX (255) bytes still has a temporary.
 inline constexpr std::string_view kTempPrefix = ".ckpt-tmp-";
 
+class DirectWriter;
+
+// What an output is: a small file (report, index, record: plain writes) or bulk data (a
+// shard, an expert pack, a dump: io/direct_writer.h, O_DIRECT with writes in flight).
+enum class OutputUse { small, bulk };
+
 // Owns a temporary beside the destination until commit(); removes it otherwise.
 class AtomicOutput {
  public:
   // The temporary (and so the file renamed into place) is created with `mode`.
-  explicit AtomicOutput(const std::string& dest, mode_t mode = kOutputFileMode);
+  explicit AtomicOutput(const std::string& dest, mode_t mode = kOutputFileMode, OutputUse use = OutputUse::small);
   ~AtomicOutput();
   AtomicOutput(const AtomicOutput&) = delete;
   AtomicOutput& operator=(const AtomicOutput&) = delete;
 
   bool open(std::string& error);
   int fd() const { return fd_; }
-  // Writes all of `data`. Every 64 MiB it asks the kernel to start writing back what
-  // came before (sync_file_range), so the disk works while we compute and the final
-  // fsync has little left: a big output costs about the disk's time, not compute + disk.
+  // Writes all of `data`. A small output: every 64 MiB it asks the kernel to start writing
+  // back what came before (sync_file_range), so the final fsync has little left. A bulk
+  // output: through its DirectWriter (data copied, written in the background; an error
+  // may surface at a later write or at commit).
   bool write(const uint8_t* data, size_t len, std::string& error);
-  // fsync, close, rename over the destination, fsync the directory. A failed directory
-  // fsync returns false (the file is renamed, but the rename may not survive a crash).
+  // (bulk: the last writes, the file cut to its true size) fsync, close, rename over the
+  // destination, fsync the directory. A failed directory fsync returns false (the file is
+  // renamed, but the rename may not survive a crash).
   bool commit(std::string& error);
   const std::string& temp_path() const { return tmp_; }
+  // Bulk output written with O_DIRECT now (false: small, --buffered, or the fallback).
+  bool direct() const;
 
  private:
   void forget();  // drops the temporary from the signal-cleanup registry
   std::string dest_, tmp_;
   mode_t mode_ = kOutputFileMode;
+  OutputUse use_ = OutputUse::small;
+  std::unique_ptr<DirectWriter> writer_;  // bulk only, from open() to commit()
   int fd_ = -1;
   int slot_ = -1;              // registry slot (-1: not registered)
   uint64_t written_ = 0;       // bytes written so far

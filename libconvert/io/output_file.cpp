@@ -127,7 +127,8 @@ Outcome write_output(const std::string& target, std::string_view content, const 
   return out.commit(error);
 }
 
-OutputFile::OutputFile(std::string target, const InputSet& inputs) : target_(std::move(target)), inputs_(inputs) {}
+OutputFile::OutputFile(std::string target, const InputSet& inputs, OutputUse use)
+    : target_(std::move(target)), inputs_(inputs), use_(use) {}
 
 OutputFile::~OutputFile() {
   if (own_fd_ && fd_ >= 0) ::close(fd_);
@@ -152,7 +153,7 @@ Outcome OutputFile::open(std::string& error) {
     own_fd_ = true;
     return Outcome::ok;
   }
-  atomic_ = std::make_unique<AtomicOutput>(target_, inputs_.output_mode());
+  atomic_ = std::make_unique<AtomicOutput>(target_, inputs_.output_mode(), use_);
   if (!atomic_->open(error)) return Outcome::io;
   fd_ = atomic_->fd();
   return Outcome::ok;

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "core/outcome.h"
+#include "io/atomic_file.h"
 
 namespace ckpt {
 
-class AtomicOutput;
 
 class InputSet {
  public:
@@ -71,7 +71,8 @@ Outcome write_output(const std::string& target, std::string_view content, const 
 // A streamed output (dump -o, large data): open, write through fd(), commit.
 class OutputFile {
  public:
-  OutputFile(std::string target, const InputSet& inputs);
+  // `use`: OutputUse::bulk for large data (dump -o): written through io/direct_writer.h.
+  OutputFile(std::string target, const InputSet& inputs, OutputUse use = OutputUse::small);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -85,6 +86,7 @@ class OutputFile {
  private:
   std::string target_;
   const InputSet& inputs_;
+  OutputUse use_;
   std::unique_ptr<AtomicOutput> atomic_;
   int fd_ = -1;
   bool own_fd_ = false;

@@ -765,8 +765,8 @@ void RepackJob::run() {
   uint64_t dense_data = 0;
   for (const auto* t : dense_) dense_data += t->nbytes;  // each within the file: no overflow
   total_work_ = src_.size() * (options_.tree_chunk != 0 ? 2 : 1) + experts_size_ + dense_data;
-  AtomicOutput experts((fs::path(out_dir_) / kPackExpertsFile).string(), mode_);
-  AtomicOutput dense((fs::path(out_dir_) / kPackDenseFile).string(), mode_);
+  AtomicOutput experts((fs::path(out_dir_) / kPackExpertsFile).string(), mode_, OutputUse::bulk);
+  AtomicOutput dense((fs::path(out_dir_) / kPackDenseFile).string(), mode_, OutputUse::bulk);
   std::string error;
   if (!experts.open(error) || !dense.open(error)) {
     io_fail("IO_CREATE", out_dir_, error);
