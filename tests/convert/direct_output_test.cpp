@@ -1,0 +1,208 @@
+// convert, repack-experts and dump -o write their data through io/direct_writer.h: the
+// bytes are those of a buffered write, a write failing mid-file leaves no complete-looking
+// output (and convert --resume then finishes), the fallback is said once (not with -q),
+// and convert's memory budget counts the writer's buffers.
+#include <filesystem>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "convert/convert.h"
+#include "convert/shard_writer.h"
+#include "io/atomic_file.h"
+#include "io/direct_writer.h"
+#include "test_util.h"
+
+namespace ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+const auto q = test::shell_quote;
+
+// Every regular file under `dir` with its bytes (.ckptkit/ left out: records hold times).
+std::map<std::string, std::vector<uint8_t>> tree(const std::string& dir) {
+  std::map<std::string, std::vector<uint8_t>> files;
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+    if (it->path().filename() == ".ckptkit") {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file()) files[it->path().lexically_relative(dir).string()] = test::read_file(it->path());
+  }
+  return files;
+}
+
+ConvertReport convert(const std::string& in, const std::string& out, bool resume = false,
+                      ExpertMode experts = ExpertMode::keep) {
+  ConvertOptions o;
+  o.input = in;
+  o.output = out;
+  o.resume = resume;
+  o.experts = experts;
+  return convert_checkpoint(o);
+}
+
+bool takes_o_direct(const std::string& dir) {
+  AtomicOutput probe(dir + "/probe", kOutputFileMode, OutputUse::bulk);
+  std::string error;
+  return probe.open(error) && probe.direct();
+}
+
+struct ResetOutputIo {
+  ~ResetOutputIo() {
+    set_output_io(OutputIo::direct);
+    set_refuse_direct_for_testing(false);
+    set_direct_write_failure_for_testing(0);
+  }
+};
+
+TEST(ConvertDirect, OutputBytesAreThoseOfABufferedWriteForEveryExpertMode) {
+  ResetOutputIo reset;
+  test::TempDir tmp;
+  const std::string in = test::fixture("oracle/dsv4-tiny");
+  for (ExpertMode mode : {ExpertMode::keep, ExpertMode::int8_shift, ExpertMode::bf16}) {
+    const std::string tag = std::to_string(static_cast<int>(mode));
+    set_output_io(OutputIo::buffered);
+    ASSERT_EQ(convert(in, tmp.str("buffered" + tag), false, mode).status, ConvertStatus::ok);
+    set_output_io(OutputIo::direct);
+    const uint64_t before = direct_write_requests();
+    ASSERT_EQ(convert(in, tmp.str("direct" + tag), false, mode).status, ConvertStatus::ok);
+    EXPECT_EQ(tree(tmp.str("direct" + tag)), tree(tmp.str("buffered" + tag))) << "experts mode " << tag;
+    if (takes_o_direct(tmp.str())) {
+      EXPECT_GT(direct_write_requests(), before) << "the shards went through O_DIRECT";
+    }
+  }
+}
+
+// An EIO injected into the write request covering byte 5000 of every file: the first shard
+// fails; OUT holds no shard at a final name, no index, no temporary. --resume finishes
+// the conversion with the bytes of an uninterrupted one.
+TEST(ConvertDirect, AFailedWriteMidFileLeavesNoCompleteLookingOutputAndResumeFinishes) {
+  ResetOutputIo reset;
+  test::TempDir tmp;
+  const std::string in = test::fixture("oracle/dsv4-tiny");
+  ASSERT_EQ(convert(in, tmp.str("clean")).status, ConvertStatus::ok);
+  set_direct_write_failure_for_testing(5000);
+  const ConvertReport failed = convert(in, tmp.str("out"));
+  EXPECT_EQ(failed.status, ConvertStatus::io_error);
+  EXPECT_NE(test::describe(failed.findings).find("injected at byte 5000"), std::string::npos)
+      << test::describe(failed.findings);
+  for (const auto& e : fs::directory_iterator(tmp.str("out"))) {
+    const std::string name = e.path().filename().string();
+    EXPECT_FALSE(name.ends_with(".safetensors")) << name << " looks complete";
+    EXPECT_FALSE(is_temp_name(name)) << name;
+    EXPECT_NE(name, "model.safetensors.index.json");
+  }
+  EXPECT_EQ(live_temporaries(), 0u);
+  set_direct_write_failure_for_testing(0);
+  const ConvertReport resumed = convert(in, tmp.str("out"), true);
+  ASSERT_EQ(resumed.status, ConvertStatus::ok) << test::describe(resumed.findings);
+  EXPECT_EQ(tree(tmp.str("out")), tree(tmp.str("clean")));
+}
+
+TEST(ConvertDirect, OutputBytesAreTheSameThroughTheFallback) {
+  ResetOutputIo reset;
+  test::TempDir tmp;
+  const std::string in = test::fixture("oracle/dsv4-tiny");
+  ASSERT_EQ(convert(in, tmp.str("direct")).status, ConvertStatus::ok);
+  set_refuse_direct_for_testing(true);
+  const uint64_t buffered_before = buffered_write_requests();
+  ASSERT_EQ(convert(in, tmp.str("fallback")).status, ConvertStatus::ok);
+  EXPECT_GT(buffered_write_requests(), buffered_before);
+  EXPECT_EQ(tree(tmp.str("fallback")), tree(tmp.str("direct")));
+}
+
+// 128 MiB less the writer's 32 MiB of buffers leaves 8 units of 12 MiB, not 10.
+TEST(ConvertDirect, TheMemoryBudgetCountsTheWritersBuffersInFlight) {
+  EXPECT_EQ(kDirectWriterBytes, 32u << 20);
+  EXPECT_EQ(pipeline_tokens(128u << 20, 12u << 20), 8u);
+  EXPECT_EQ(pipeline_tokens(64u << 20, 12u << 20), 2u);   // the floor: two units in flight
+  EXPECT_EQ(pipeline_tokens(1u << 30, 12u << 20), 16u);   // the ceiling
+  EXPECT_EQ(pipeline_tokens(32u << 20, 12u << 20), 2u);   // nothing left: still two
+}
+
+// The CLI: the fallback is one info line on stderr, none with -q; --buffered says nothing.
+TEST(ConvertDirect, TheFallbackIsSaidOnceOnStderrAndNotWithQuiet) {
+  test::TempDir tmp;
+  const std::string in = test::fixture("oracle/dsv4-tiny");
+  auto r = test::run_ckpt_env("CKPT_TEST_NO_DIRECT=1", "convert " + q(in) + " " + q(tmp.str("a")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t lines = 0;
+  for (size_t at = 0; (at = r.err.find("info IO_BUFFERED", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 1u) << r.err;
+  EXPECT_NE(r.err.find("ckpt convert: info IO_BUFFERED " + tmp.str("a") + ": its filesystem refuses O_DIRECT"),
+            std::string::npos)
+      << r.err;
+  r = test::run_ckpt_env("CKPT_TEST_NO_DIRECT=1", "convert -q " + q(in) + " " + q(tmp.str("b")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  r = test::run_ckpt("convert --buffered " + q(in) + " " + q(tmp.str("c")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("IO_BUFFERED"), std::string::npos) << r.err;
+  EXPECT_EQ(tree(tmp.str("c")), tree(tmp.str("a")));
+}
+
+TEST(ConvertDirect, RepackExpertsWritesTheSameBytesDirectBufferedAndThroughTheFallback) {
+  test::TempDir tmp;
+  const std::string in = test::fixture("ggml/qwen3next-tiny.gguf");
+  auto r = test::run_ckpt("repack-experts -q " + q(in) + " " + q(tmp.str("direct")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ckpt("repack-experts -q --buffered " + q(in) + " " + q(tmp.str("buffered")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ckpt_env("CKPT_TEST_NO_DIRECT=1", "repack-experts " + q(in) + " " + q(tmp.str("fallback")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("ckpt repack-experts: info IO_BUFFERED"), std::string::npos) << r.err;
+  const auto direct = tree(tmp.str("direct"));
+  EXPECT_EQ(direct.size(), 3u);
+  EXPECT_EQ(tree(tmp.str("buffered")), direct);
+  EXPECT_EQ(tree(tmp.str("fallback")), direct);
+}
+
+TEST(ConvertDirect, AFailedRepackWriteLeavesNoPackAndNoTemporary) {
+  test::TempDir tmp;
+  const std::string in = test::fixture("ggml/qwen3next-tiny.gguf");
+  auto r = test::run_ckpt_env("CKPT_TEST_WRITE_FAIL_AT=5000", "repack-experts -q " + q(in) + " " + q(tmp.str("out")));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("injected at byte 5000"), std::string::npos) << r.err;
+  for (const auto& e : fs::directory_iterator(tmp.str("out"))) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name != "manifest.json" && name != "experts.bin" && name != "dense.gguf" && !is_temp_name(name))
+        << name;
+  }
+}
+
+TEST(ConvertDirect, DumpToAFileIsTheSameBytesAsToStdoutAndAFailureLeavesNoFile) {
+  test::TempDir tmp;
+  const std::string in = test::fixture("ggml/qwen3next-tiny.gguf");
+  const std::string tensor = "blk.0.ffn_gate_exps.weight";
+  auto r = test::run_ckpt("dump " + q(in) + " " + tensor + " -o " + q(tmp.str("direct.f32")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ckpt("dump --buffered " + q(in) + " " + tensor + " -o " + q(tmp.str("buffered.f32")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ckpt("dump " + q(in) + " " + tensor);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<uint8_t> to_stdout(r.out.begin(), r.out.end());
+  EXPECT_GT(to_stdout.size(), 4096u);
+  EXPECT_EQ(test::read_file(tmp.str("direct.f32")), to_stdout);
+  EXPECT_EQ(test::read_file(tmp.str("buffered.f32")), to_stdout);
+  r = test::run_ckpt_env("CKPT_TEST_WRITE_FAIL_AT=5000", "dump " + q(in) + " " + tensor + " -o " + q(tmp.str("failed.f32")));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_FALSE(fs::exists(tmp.str("failed.f32")));
+}
+
+TEST(ConvertDirect, SynthTinyWritesTheSameBytesDirectAndBuffered) {
+  test::TempDir tmp;
+  auto r = test::run_ckpt("synth deepseek-v4-flash-0731 --tiny -q " + q(tmp.str("direct")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ckpt("synth deepseek-v4-flash-0731 --tiny -q --buffered " + q(tmp.str("buffered")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto direct = tree(tmp.str("direct"));
+  EXPECT_GT(direct.size(), 10u);
+  EXPECT_EQ(tree(tmp.str("buffered")), direct);
+  r = test::run_ckpt_env("CKPT_TEST_WRITE_FAIL_AT=5000", "synth deepseek-v4-flash-0731 --tiny -q " + q(tmp.str("failed")));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("injected at byte 5000"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace ckpt
