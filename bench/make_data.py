@@ -2,7 +2,9 @@
 """Writes a safetensors checkpoint of real (random, valid) data for benchmarks:
 SHARDS shards of about SHARD_MB MB each, mixing the dtypes of a DeepSeek-V4 shard
 (I8 experts, F8_E4M3 + F8_E8M0 pairs, BF16, F32), with an index. Values are valid:
-no NaN/Inf, no E4M3 0x7F/0xFF, no E8M0 0xFF. Usage: make_data.py OUT [SHARDS] [SHARD_MB]"""
+no NaN/Inf, no E4M3 0x7F/0xFF, no E8M0 0xFF. Usage: make_data.py OUT [SHARDS] [SHARD_MB]
+BENCH_LAYOUT=v3 writes the DeepSeek-V3 layout instead: F8_E4M3 experts and linears with
+F32 `weight_scale_inv` block scales (128 x 128), BF16 norms."""
 import json
 import os
 import struct
@@ -51,8 +53,57 @@ def write_shard(path, tensors):
     return offset
 
 
+def v3_scales(n):
+    # Finite F32 multipliers near real V3 ones (1e-4 .. 1e-2): no product overflows BF16.
+    vals = os.urandom(n)
+    return b"".join(struct.pack("<f", 1e-4 * (1 + b / 2.6)) for b in vals)
+
+
+def v3_tensors(s, shard_mb):
+    tensors = []
+    experts = max(1, shard_mb // 12)  # each expert triple is 12 MiB of F8_E4M3
+    for e in range(experts):
+        for w in ("gate_proj", "up_proj", "down_proj"):
+            base = f"model.layers.{s}.mlp.experts.{e}.{w}"
+            tensors.append((base + ".weight", "F8_E4M3", [2048, 2048], 2048 * 2048))
+            tensors.append((base + ".weight_scale_inv", "F32", [16, 16], 16 * 16 * 4))
+    tensors.append((f"model.layers.{s}.input_layernorm.weight", "BF16", [7168], 7168 * 2))
+    return tensors
+
+
+def main_v3(out, shards, shard_mb):
+    os.makedirs(out, exist_ok=True)
+    weight_map, total = {}, 0
+    for s in range(1, shards + 1):
+        name = f"model-{s:05d}-of-{shards:05d}.safetensors"
+        tensors = v3_tensors(s, shard_mb)
+        header, offset = {}, 0
+        for tname, dtype, shape, nbytes in tensors:
+            header[tname] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+            offset += nbytes
+        text = json.dumps(header, separators=(",", ":"))
+        text += " " * (-len(text) % 8)
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text.encode())
+            for tname, dtype, shape, nbytes in tensors:
+                f.write(v3_scales(nbytes // 4) if dtype == "F32" else payload(dtype, nbytes, tname))
+        total += offset
+        for t in tensors:
+            weight_map[t[0]] = name
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2, sort_keys=True)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump({"model_type": "bench", "torch_dtype": "bfloat16",
+                   "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                           "weight_block_size": [128, 128]}}, f, indent=2)
+    print(f"wrote {shards} shards (DeepSeek-V3 layout), {total} payload bytes to {out}")
+
+
 def main():
     out = sys.argv[1]
+    if os.environ.get("BENCH_LAYOUT") == "v3":
+        main_v3(out, int(sys.argv[2]) if len(sys.argv) > 2 else 8, int(sys.argv[3]) if len(sys.argv) > 3 else 256)
+        return
     shards = int(sys.argv[2]) if len(sys.argv) > 2 else 8
     shard_mb = int(sys.argv[3]) if len(sys.argv) > 3 else 256
     os.makedirs(out, exist_ok=True)

@@ -264,14 +264,22 @@ class ShardPipeline {
     auto w = pool_.take();
     w->unit = &u;
     const PlannedTensor& pt = shard_.tensors[u.k];
+    const bool dequant = pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32 ||
+                         pt.action == TensorAction::dequant_mxfp4 || pt.action == TensorAction::dequant_mxfp4_blocks;
     if (u.first) {
       tensor_hash_.reset();
       current_scale_.reset();
-      bool dequant = pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32 ||
-                     pt.action == TensorAction::dequant_mxfp4 || pt.action == TensorAction::dequant_mxfp4_blocks;
       if (dequant && !load_scale(pt, *w)) return w.release();
     }
     w->scale = current_scale_;
+    if (dequant && !w->scale) {
+      // The tensor's scale was refused in its first unit, whose error is written (in order)
+      // before this one: the later units of the tensor are read before that error stops the
+      // pipeline and must not be dequantized without a grid.
+      w->error = "scale of " + view_.tensors[pt.input].name + " refused";
+      w->error_kind = WriteStatus::input_error;
+      return w.release();
+    }
     w->in.resize(u.in_len());
     uint64_t at = 0;
     for (const Segment& s : u.in) {

@@ -204,5 +204,36 @@ TEST(ConvertDirect, SynthTinyWritesTheSameBytesDirectAndBuffered) {
   EXPECT_NE(r.err.find("injected at byte 5000"), std::string::npos) << r.err;
 }
 
+// A refused scale of a tensor that spans several pipeline units (16 MiB of FP8: four units),
+// after an 8 MiB copied tensor,
+// is an input error naming the scale; the later units, read before the error stops the
+// pipeline, were dequantized without a grid (a null dereference: SIGSEGV, found by
+// bench/write_direct.sh on random scales).
+TEST(ConvertDirect, ARefusedScaleOfATensorOfManyUnitsIsAnErrorNotACrash) {
+  test::TempDir tmp;
+  const std::string in = tmp.str("in");
+  fs::create_directories(in);
+  test::write_text(in + "/config.json",
+                   R"({"model_type":"bench","torch_dtype":"bfloat16","quantization_config":{"quant_method":"fp8",)"
+                   R"("fmt":"e4m3","scale_fmt":"ue8m0","weight_block_size":[128,128]}})");
+  // One 8 MiB copied tensor first: its write (the writer's first) is still under way
+  // while the weight's units are read.
+  std::vector<uint8_t> payload(8u << 20, 0x11);
+  payload.resize(payload.size() + 4096u * 4096u, 0x38);  // E4M3 1.0
+  std::vector<uint8_t> scale(32 * 32, 0x7F);              // E8M0 2^0
+  scale[3] = 250;                                          // 2^123: 448 x it is beyond BF16
+  payload.insert(payload.end(), scale.begin(), scale.end());
+  const std::string header =
+      R"({"layers.0.attn.a.weight":{"dtype":"BF16","shape":[4194304],"data_offsets":[0,8388608]},)"
+      R"("layers.0.attn.wq.weight":{"dtype":"F8_E4M3","shape":[4096,4096],"data_offsets":[8388608,25165824]},)"
+      R"("layers.0.attn.wq.scale":{"dtype":"F8_E8M0","shape":[32,32],"data_offsets":[25165824,25166848]}})";
+  test::write_file(in + "/model.safetensors", test::make_safetensors(header, payload));
+  for (int run = 0; run < 4; ++run) {
+    auto r = test::run_ckpt("convert -q " + q(in) + " " + q(tmp.str("out" + std::to_string(run))));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("scale layers.0.attn.wq.scale"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace ckpt

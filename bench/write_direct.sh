@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Output path benchmark (issue 33): every job that writes large files against the disk's
+# O_DIRECT write bandwidth measured in the same run (never a timed test).
+#
+# Usage: bench/write_direct.sh CKPT [DATA_DIR] [--before]
+#   BENCH_WRITE_GIB  input size in GiB of each job (default 1; the lead runs >= 4 on the
+#                    16-core GPU host)
+#   --before         also runs every job with --buffered (the page-cache path), so the
+#                    before/after pair is in one run
+# Baseline: 4 `dd oflag=direct` processes of 64 MiB blocks in parallel writing BENCH_WRITE_GIB
+# GiB in all, fsynced (conv=fsync). Jobs: convert --experts keep / int8-shift / bf16 of a
+# DeepSeek-V4-layout shard (bench/make_data.py: I8+E8M0 MXFP4 experts, F8_E4M3+E8M0
+# linears), convert of a DeepSeek-V3-layout shard (F8_E4M3 + F32 weight_scale_inv), and
+# repack-experts of a qwen3next-like GGUF (bench/make_gguf.py). Input warm in the page cache
+# for every job. Per job: output bytes, seconds, GB/s, ratio to dd, page-cache growth
+# (/proc/meminfo Cached after - before, as % of the bytes written; other processes on the
+# host add noise) and peak RSS.
+set -euo pipefail
+CKPT=$(readlink -f "$1")
+DATA=${2:-bench-data}
+BEFORE=0
+[ "${3:-}" = "--before" ] && BEFORE=1
+GIB=${BENCH_WRITE_GIB:-1}
+HERE=$(dirname "$0")
+DIR="$DATA/write-direct"
+mkdir -p "$DIR"
+
+source "$HERE/lib.sh"
+
+MB=$(python3 -c "print(int($GIB * 1024 * 1.074))")  # >= GIB GiB of input (make_data counts MB)
+V4="$DIR/v4-${GIB}g"; V3="$DIR/v3-${GIB}g"
+LAYERS=$(python3 -c "import math; print(max(1, math.ceil($GIB * 2**30 / 93e6)))")
+GGUF="$DIR/moe-${LAYERS}x64.gguf"
+[ -f "$V4/model.safetensors.index.json" ] || python3 "$HERE/make_data.py" "$V4" 1 "$MB" > /dev/null
+[ -f "$V3/model.safetensors.index.json" ] || BENCH_LAYOUT=v3 python3 "$HERE/make_data.py" "$V3" 1 "$MB" > /dev/null
+[ -f "$GGUF" ] || python3 "$HERE/make_gguf.py" "$GGUF" "$LAYERS" 64 > /dev/null
+
+# --- the baseline ------------------------------------------------------------------------
+blocks=$(python3 -c "print(max(1, round($GIB * 1024 / 64 / 4)))")
+rm -f "$DIR"/dd.*; sync
+t0=$(date +%s.%N)
+for i in 0 1 2 3; do
+  dd if=/dev/zero of="$DIR/dd.$i" bs=64M count="$blocks" oflag=direct conv=fsync status=none &
+done
+wait
+t1=$(date +%s.%N)
+dd_bytes=$((4 * blocks * 64 * 1024 * 1024))
+rm -f "$DIR"/dd.*
+dd_gbs=$(python3 -c "print(f'{$dd_bytes / ($t1 - $t0) / 1e9:.3f}')")
+
+echo "== output path vs dd oflag=direct (4 streams x 64 MiB blocks), $(nproc) cores, inputs ~${GIB} GiB"
+echo "dd oflag=direct: $(python3 -c "print(f'{$dd_bytes/1e9:.2f}')") GB in $(python3 -c "print(f'{$t1 - $t0:.2f}')") s = ${dd_gbs} GB/s"
+printf '| %-30s | %-8s | %9s | %7s | %6s | %7s | %12s | %9s |\n' job path "output GB" s "GB/s" "/ dd" "cache growth" "peak RSS"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..32})" "----------" "----------:" "--------:" "-------:" "--------:" "-------------:" "----------:"
+
+# Runs one job: OUT is removed first and after; prints one table row.
+run_job() {
+  local label=$1 path=$2 out=$3
+  shift 3
+  rm -rf "$out"; sync
+  python3 - "$label" "$path" "$out" "$dd_gbs" "$@" <<'PY'
+import os, resource, subprocess, sys, time
+label, path, out, dd_gbs, *cmd = sys.argv[1:]
+def cached():
+    for line in open("/proc/meminfo"):
+        if line.startswith("Cached:"):
+            return int(line.split()[1]) * 1024
+before = cached()
+t0 = time.monotonic()
+subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+t = time.monotonic() - t0
+growth = cached() - before
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+n = 0
+for root, dirs, files in os.walk(out):
+    dirs[:] = [d for d in dirs if not d.startswith(".")]
+    n += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+gbs = n / t / 1e9
+print(f"| {label:<30} | {path:<8} | {n / 1e9:9.2f} | {t:7.2f} | {gbs:6.2f} | {gbs / float(dd_gbs):7.2f} | "
+      f"{100 * growth / n:11.0f}% | {rss / 2**20:5.0f} MiB |")
+PY
+  rm -rf "$out"
+}
+
+paths=(direct)
+[ "$BEFORE" = 1 ] && paths=(buffered direct)
+cat "$V4"/*.safetensors "$V3"/*.safetensors "$GGUF" > /dev/null  # inputs warm
+for mode in keep int8-shift bf16; do
+  for p in "${paths[@]}"; do
+    flag=(); [ "$p" = buffered ] && flag=(--buffered)
+    cat "$V4"/*.safetensors > /dev/null
+    run_job "convert V4 --experts $mode" "$p" "$DIR/out" "$CKPT" convert -q "${flag[@]}" --experts "$mode" "$V4" "$DIR/out"
+  done
+done
+for p in "${paths[@]}"; do
+  flag=(); [ "$p" = buffered ] && flag=(--buffered)
+  cat "$V3"/*.safetensors > /dev/null
+  run_job "convert V3 layout" "$p" "$DIR/out" "$CKPT" convert -q "${flag[@]}" "$V3" "$DIR/out"
+done
+for p in "${paths[@]}"; do
+  flag=(); [ "$p" = buffered ] && flag=(--buffered)
+  cat "$GGUF" > /dev/null
+  run_job "repack-experts GGUF" "$p" "$DIR/out" "$CKPT" repack-experts -q "${flag[@]}" "$GGUF" "$DIR/out"
+done
+echo "(relayout: not in this branch; cache growth = /proc/meminfo Cached after - before, % of output bytes)"
