@@ -10,6 +10,9 @@
 #  2. End to end: `ckpt dump --as f32` of every tensor of a synthetic GGUF with one tensor
 #     per type (bench/make_dequant_gguf.py), with CKPT_DEQUANT_ISA=scalar and without, next
 #     to `--as raw` of the same tensors (process start, parse and read, no decode).
+#  3. convert's CPU side (issue 33): FP8 E4M3 (E8M0 blocks) -> BF16 and MXFP4 -> BF16 in
+#     GB/s of BF16 output written to /dev/null, on one core and on every core (unpinned).
+#     BENCH_DQ_CONVERT_GB sets the output per run (default 4).
 # Usage: bash bench/dequant.sh path/to/ckpt [MB_PER_TYPE]   (default 8)
 #   BENCH_DQ_REPEAT=N timed runs (default 5); BENCH_DQ_CORE=C the core pinned (default 0).
 set -euo pipefail
@@ -52,3 +55,5 @@ print(f"--as raw (no decode)   {raw:7.2f} s")
 print(f"--as f32, scalar       {scalar:7.2f} s   decode {b / 1e6 / (scalar - raw):6.0f} MB/s")
 print(f"--as f32, dispatch     {fast:7.2f} s   decode {b / 1e6 / max(fast - raw, 1e-9):6.0f} MB/s   ({(scalar - raw) / max(fast - raw, 1e-9):.1f}x)")
 PY
+
+"$BENCH" --convert "${BENCH_DQ_CONVERT_GB:-4}"

@@ -10,8 +10,20 @@
 // as GgufVerifier::cpu_digest did before the fused path; (c) ggml_dequant_digest, fused;
 // and (c)/(b).
 //
+// A third mode times convert's CPU side (issue 33: the CPU must not be the limit on a fast
+// disk): FP8 E4M3 with E8M0 128x128 block scales -> BF16 (dequant_fp8_rows_e8m0) and MXFP4
+// -> BF16 (dequant_mxfp4_rows), in convert's units (1024 rows of 4096 columns: 4 MiB of FP8,
+// 2 MiB of MXFP4 in, 8 MiB of BF16 out), every unit's output written to /dev/null; on one
+// thread and on every core (one thread per core taking units from a shared counter), in
+// GB/s of BF16 output.
+//
 // Usage: ckpt_bench_dequant [MB_PER_TYPE] [REPEATS] [TYPE...]   (defaults 8, 5, all)
+//        ckpt_bench_dequant --convert [GB_OUT] [THREADS]        (defaults 4, all cores)
 #include <algorithm>
+#include <atomic>
+#include <fcntl.h>
+#include <thread>
+#include <unistd.h>
 #include <bit>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +37,8 @@
 
 #include "core/ggml_types.h"
 #include "numerics/f32_digest.h"
+#include "numerics/fp8.h"
+#include "numerics/mxfp4.h"
 #include "numerics/ggml_dequant.h"
 
 namespace {
@@ -154,9 +168,98 @@ void best_digest_seconds(int32_t type, const std::vector<uint8_t>& in, std::vect
   }
 }
 
+// --- convert's CPU side --------------------------------------------------------------
+constexpr uint64_t kUnitRows = 1024, kCols = 4096;
+constexpr uint64_t kUnitOut = kUnitRows * kCols * 2;  // BF16 bytes of one unit
+
+// One unit of FP8 rows with its whole grid: `units` units make the tensor the grid covers.
+struct Fp8Input {
+  std::vector<uint8_t> rows, grid;
+  Fp8Grid g;
+};
+Fp8Input make_fp8(uint64_t units, std::mt19937_64& rng) {
+  Fp8Input in;
+  in.g = Fp8Grid{units * kUnitRows, kCols, 128, 128};
+  in.rows.resize(kUnitRows * kCols);
+  for (auto& b : in.rows) b = static_cast<uint8_t>(rng() & 0x7E);  // no NaN code (0x7F/0xFF), sign clear
+  in.grid.resize(fp8_scale_rows(in.g) * fp8_scale_cols(in.g));
+  for (auto& b : in.grid) b = static_cast<uint8_t>(118 + rng() % 16);
+  return in;
+}
+struct Mxfp4Input {
+  std::vector<uint8_t> packed, scales;
+};
+Mxfp4Input make_mxfp4(std::mt19937_64& rng) {
+  Mxfp4Input in;
+  in.packed.resize(kUnitRows * kCols / 2);
+  for (auto& b : in.packed) b = static_cast<uint8_t>(rng());
+  in.scales.resize(kUnitRows * kCols / 32);
+  for (auto& b : in.scales) b = static_cast<uint8_t>(118 + rng() % 16);
+  return in;
+}
+
+// Runs `units` units of `kernel(unit, out)` on `threads` threads, each unit's output written
+// to /dev/null; returns wall seconds.
+template <class Kernel>
+double run_units(uint64_t units, unsigned threads, const Kernel& kernel) {
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+      std::vector<uint8_t> out(kUnitOut);
+      for (uint64_t u; (u = next++) < units;) {
+        if (!kernel(u, out) || ::write(null_fd, out.data(), out.size()) != static_cast<ssize_t>(out.size()))
+          failed = true;
+      }
+      ::close(null_fd);
+    });
+  for (auto& t : pool) t.join();
+  if (failed) fail("a conversion unit failed");
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int convert_mode(double gb_out, unsigned threads) {
+  const uint64_t units = std::max<uint64_t>(threads, static_cast<uint64_t>(gb_out * 1e9 / kUnitOut));
+  std::mt19937_64 rng(1);
+  const Fp8Input fp8 = make_fp8(units, rng);
+  const Mxfp4Input mx = make_mxfp4(rng);
+  auto fp8_unit = [&](uint64_t u, std::vector<uint8_t>& out) {
+    return !dequant_fp8_rows_e8m0(fp8.rows, u * kUnitRows, fp8.g, fp8.grid, out);
+  };
+  auto mxfp4_unit = [&](uint64_t u, std::vector<uint8_t>& out) {
+    return !dequant_mxfp4_rows(mx.packed, mx.scales, kCols, u * kUnitRows, out);
+  };
+  std::printf("== convert's CPU side, GB/s of BF16 output written to /dev/null (%.2f GB per run, units of "
+              "%llu x %llu, best of 3)\n",
+              static_cast<double>(units * kUnitOut) / 1e9, static_cast<unsigned long long>(kUnitRows),
+              static_cast<unsigned long long>(kCols));
+  std::printf("%-28s %12s %16s %9s\n", "kernel", "1 core GB/s", (std::to_string(threads) + " threads GB/s").c_str(),
+              "scaling");
+  auto row = [&](const char* name, const auto& kernel) {
+    double one = 1e30, all = 1e30;
+    for (int r = 0; r < 3; ++r) {
+      one = std::min(one, run_units(std::max<uint64_t>(1, units / threads), 1, kernel) * threads);
+      all = std::min(all, run_units(units, threads, kernel));
+    }
+    const double bytes = static_cast<double>(units * kUnitOut);
+    std::printf("%-28s %12.2f %16.2f %8.1fx\n", name, bytes / one / 1e9, bytes / all / 1e9, one / all);
+  };
+  row("FP8 E4M3 (E8M0) -> BF16", fp8_unit);
+  row("MXFP4 -> BF16", mxfp4_unit);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--convert") {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    return convert_mode(argc > 2 ? std::atof(argv[2]) : 4.0,
+                        argc > 3 ? static_cast<unsigned>(std::max(1, std::atoi(argv[3]))) : cores);
+  }
   const double mb = argc > 1 ? std::atof(argv[1]) : 8.0;
   const int repeats = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
   std::vector<std::string> only(argv + std::min(argc, 3), argv + argc);

@@ -5,8 +5,10 @@
 # Usage: bench/write_direct.sh CKPT [DATA_DIR] [--before]
 #   BENCH_WRITE_GIB  input size in GiB of each job (default 1; the lead runs >= 4 on the
 #                    16-core GPU host)
-#   --before         also runs every job with --buffered (the page-cache path), so the
-#                    before/after pair is in one run
+#   --before         also runs every job with --buffered (the page-cache path, dropped
+#                    behind the writer), so the before/after pair is in one run
+#   BENCH_BASE_CKPT  a ckpt built without the direct writer (e.g. main before issue 33):
+#                    its rows ("base") show the old page-cache writes in the same run
 # Baseline: 4 `dd oflag=direct` processes of 64 MiB blocks in parallel writing BENCH_WRITE_GIB
 # GiB in all, fsynced (conv=fsync). Jobs: convert --experts keep / int8-shift / bf16 of a
 # DeepSeek-V4-layout shard (bench/make_data.py: I8+E8M0 MXFP4 experts, F8_E4M3+E8M0
@@ -50,8 +52,8 @@ dd_gbs=$(python3 -c "print(f'{$dd_bytes / ($t1 - $t0) / 1e9:.3f}')")
 
 echo "== output path vs dd oflag=direct (4 streams x 64 MiB blocks), $(nproc) cores, inputs ~${GIB} GiB"
 echo "dd oflag=direct: $(python3 -c "print(f'{$dd_bytes/1e9:.2f}')") GB in $(python3 -c "print(f'{$t1 - $t0:.2f}')") s = ${dd_gbs} GB/s"
-printf '| %-30s | %-8s | %9s | %7s | %6s | %7s | %12s | %9s |\n' job path "output GB" s "GB/s" "/ dd" "cache growth" "peak RSS"
-printf '|%s|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..32})" "----------" "----------:" "--------:" "-------:" "--------:" "-------------:" "----------:"
+printf '| %-32s | %-8s | %9s | %7s | %6s | %7s | %12s | %9s |\n' job path "output GB" s "GB/s" "/ dd" "cache growth" "peak RSS"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..34})" "----------" "----------:" "--------:" "-------:" "--------:" "-------------:" "----------:"
 
 # Runs one job: OUT is removed first and after; prints one table row.
 run_job() {
@@ -76,7 +78,7 @@ for root, dirs, files in os.walk(out):
     dirs[:] = [d for d in dirs if not d.startswith(".")]
     n += sum(os.path.getsize(os.path.join(root, f)) for f in files)
 gbs = n / t / 1e9
-print(f"| {label:<30} | {path:<8} | {n / 1e9:9.2f} | {t:7.2f} | {gbs:6.2f} | {gbs / float(dd_gbs):7.2f} | "
+print(f"| {label:<32} | {path:<8} | {n / 1e9:9.2f} | {t:7.2f} | {gbs:6.2f} | {gbs / float(dd_gbs):7.2f} | "
       f"{100 * growth / n:11.0f}% | {rss / 2**20:5.0f} MiB |")
 PY
   rm -rf "$out"
@@ -84,22 +86,26 @@ PY
 
 paths=(direct)
 [ "$BEFORE" = 1 ] && paths=(buffered direct)
+[ -n "${BENCH_BASE_CKPT:-}" ] && paths=(base "${paths[@]}")
+BASE=$(readlink -f "${BENCH_BASE_CKPT:-$CKPT}")
+# The binary and flags of one path.
+tool() { if [ "$1" = base ]; then echo "$BASE"; else echo "$CKPT"; fi; }
 cat "$V4"/*.safetensors "$V3"/*.safetensors "$GGUF" > /dev/null  # inputs warm
 for mode in keep int8-shift bf16; do
   for p in "${paths[@]}"; do
     flag=(); [ "$p" = buffered ] && flag=(--buffered)
     cat "$V4"/*.safetensors > /dev/null
-    run_job "convert V4 --experts $mode" "$p" "$DIR/out" "$CKPT" convert -q "${flag[@]}" --experts "$mode" "$V4" "$DIR/out"
+    run_job "convert V4 --experts $mode" "$p" "$DIR/out" "$(tool "$p")" convert -q "${flag[@]}" --experts "$mode" "$V4" "$DIR/out"
   done
 done
 for p in "${paths[@]}"; do
   flag=(); [ "$p" = buffered ] && flag=(--buffered)
   cat "$V3"/*.safetensors > /dev/null
-  run_job "convert V3 layout" "$p" "$DIR/out" "$CKPT" convert -q "${flag[@]}" "$V3" "$DIR/out"
+  run_job "convert V3 layout" "$p" "$DIR/out" "$(tool "$p")" convert -q "${flag[@]}" "$V3" "$DIR/out"
 done
 for p in "${paths[@]}"; do
   flag=(); [ "$p" = buffered ] && flag=(--buffered)
   cat "$GGUF" > /dev/null
-  run_job "repack-experts GGUF" "$p" "$DIR/out" "$CKPT" repack-experts -q "${flag[@]}" "$GGUF" "$DIR/out"
+  run_job "repack-experts GGUF" "$p" "$DIR/out" "$(tool "$p")" repack-experts -q "${flag[@]}" "$GGUF" "$DIR/out"
 done
 echo "(relayout: not in this branch; cache growth = /proc/meminfo Cached after - before, % of output bytes)"
