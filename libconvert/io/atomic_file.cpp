@@ -224,6 +224,10 @@ bool AtomicOutput::direct() const { return writer_ && writer_->direct(); }
 constexpr uint64_t kWritebackWindow = 64ull << 20;
 
 bool AtomicOutput::write(const uint8_t* data, size_t len, std::string& error) {
+  if (writes_ended_) {
+    error = "internal: write to " + tmp_ + " after its last write";
+    return false;
+  }
   if (writer_) return writer_->write(data, len, error);
   written_ += len;
   while (len > 0) {
@@ -245,11 +249,16 @@ bool AtomicOutput::write(const uint8_t* data, size_t len, std::string& error) {
   return true;
 }
 
+bool AtomicOutput::end_writes(std::string& error) {
+  writes_ended_ = true;
+  if (!writer_) return true;
+  const bool ok = writer_->finish(error);
+  writer_.reset();
+  return ok;
+}
+
 bool AtomicOutput::commit(std::string& error) {
-  if (writer_) {
-    if (!writer_->finish(error)) return false;
-    writer_.reset();
-  }
+  if (!end_writes(error)) return false;
   if (::fsync(fd_) != 0) {
     error = "fsync " + tmp_ + " failed: " + errno_text(errno);
     return false;

@@ -52,6 +52,9 @@ class AtomicOutput {
   // destination, fsync the directory. A failed directory fsync returns false (the file is
   // renamed, but the rename may not survive a crash).
   bool commit(std::string& error);
+  // Bulk: the last writes now (the file at its true size, the write buffers freed), for an
+  // output finished long before its commit; nothing may be written after. Small: nothing.
+  bool end_writes(std::string& error);
   const std::string& temp_path() const { return tmp_; }
   // Bulk output written with O_DIRECT now (false: small, --buffered, or the fallback).
   bool direct() const;
@@ -68,6 +71,7 @@ class AtomicOutput {
   uint64_t flush_started_ = 0; // writeback requested up to here
   bool opened_ = false;
   bool committed_ = false;
+  bool writes_ended_ = false;
 };
 
 // A small text file (report, index, config) written with the discipline above.

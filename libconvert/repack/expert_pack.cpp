@@ -161,6 +161,7 @@ class RepackJob {
   bool copy_part(AtomicOutput& out, uint64_t src, uint64_t len, Xxh3& hash);
   bool stage_zeros(AtomicOutput& out, uint64_t n);
   bool flush(AtomicOutput& out);
+  bool end_writes(AtomicOutput& out);
   void read_ahead(const ExpertLayer& layer, uint64_t first_expert, uint64_t count) const;
   bool write_dense(AtomicOutput& out);
   bool plan_dense(GgufWriter& w);
@@ -548,6 +549,11 @@ bool RepackJob::flush(AtomicOutput& out) {
   return true;
 }
 
+bool RepackJob::end_writes(AtomicOutput& out) {
+  std::string error;
+  return out.end_writes(error) || io_fail("IO_WRITE", out_dir_, error);
+}
+
 // Reads [src, src + len) of the input straight into the staging buffer, hashing as it lands.
 bool RepackJob::copy_part(AtomicOutput& out, uint64_t src, uint64_t len, Xxh3& hash) {
   while (len > 0) {
@@ -773,7 +779,8 @@ void RepackJob::run() {
     return;
   }
   start_source_hash();
-  const bool wrote = write_experts(experts) && write_dense(dense);
+  // experts.bin's last writes before dense.gguf's first: one writer's buffers at a time.
+  const bool wrote = write_experts(experts) && end_writes(experts) && write_dense(dense);
   if (!wrote) hash_stop_ = true;
   const bool hashed = finish_source_hash();
   if (!wrote || !hashed) return;

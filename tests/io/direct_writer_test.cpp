@@ -173,5 +173,24 @@ TEST(DirectWriter, AWriteFailingMidFileLeavesNoOutputAndNoTemporary) {
   EXPECT_EQ(live_temporaries(), 0u);
 }
 
+// repack-experts ends experts.bin's writes before dense.gguf's first (one writer's buffers
+// at a time): the file is complete at its true size before the commit, and a later write
+// is refused rather than landing at offset 0.
+TEST(DirectWriter, EndWritesCompletesTheFileBeforeTheCommitAndRefusesLaterWrites) {
+  ResetOutputIo reset;
+  test::TempDir tmp;
+  const auto bytes = pattern(kDirectBufferBytes + 4097, 11);
+  AtomicOutput out(tmp.str("out"), kOutputFileMode, OutputUse::bulk);
+  std::string error;
+  ASSERT_TRUE(out.open(error)) << error;
+  ASSERT_TRUE(out.write(bytes.data(), bytes.size(), error)) << error;
+  ASSERT_TRUE(out.end_writes(error)) << error;
+  EXPECT_FALSE(out.direct()) << "the writer is gone";
+  EXPECT_EQ(fs::file_size(out.temp_path()), bytes.size());
+  EXPECT_FALSE(out.write(bytes.data(), 1, error));
+  ASSERT_TRUE(out.commit(error)) << error;
+  EXPECT_EQ(test::read_file(tmp.str("out")), bytes);
+}
+
 }  // namespace
 }  // namespace ckpt
