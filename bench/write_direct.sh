@@ -109,3 +109,11 @@ for p in "${paths[@]}"; do
   run_job "repack-experts GGUF" "$p" "$DIR/out" "$(tool "$p")" repack-experts -q "${flag[@]}" "$GGUF" "$DIR/out"
 done
 echo "(relayout: not in this branch; cache growth = /proc/meminfo Cached after - before, % of output bytes)"
+
+# The writer's pool of pwrite threads against io_uring, same buffers, same requests in flight.
+if [ -f /usr/include/liburing.h ] && command -v g++ > /dev/null; then
+  g++ -std=c++20 -O2 "$HERE/uring_write_bench.cpp" -o "$DIR/uring_write_bench" -luring -lpthread
+  "$DIR/uring_write_bench" "$DIR" "$GIB" 3
+else
+  echo "io_uring: not measured (no liburing-dev here)"
+fi
