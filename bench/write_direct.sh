@@ -27,6 +27,7 @@ HERE=$(dirname "$0")
 DIR="$DATA/write-direct"
 mkdir -p "$DIR"
 
+# shellcheck source=bench/lib.sh
 source "$HERE/lib.sh"
 
 MB=$(python3 -c "print(int($GIB * 1024 * 1.074))")  # >= GIB GiB of input (make_data counts MB)
