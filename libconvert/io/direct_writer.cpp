@@ -194,6 +194,7 @@ struct DirectWriter::State {
 DirectWriter::DirectWriter(int fd, std::string name) : s_(std::make_unique<State>()) {
   s_->fd = fd;
   s_->name = std::move(name);
+  s_->buffers.reserve(kDirectBuffers);  // never moved while the pool threads read them
   if (output_io() == OutputIo::buffered) return;
   const int flags = ::fcntl(fd, F_GETFL);
   const bool refused = g_refuse_direct.load();
