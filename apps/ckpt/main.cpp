@@ -192,6 +192,7 @@ struct ConvertArgs {
   unsigned partitions = 0;
   bool finalize = false;
   ckptcli::SignatureFlags expect;  // --expect-signature
+  std::string sign_key;            // --sign-key
   CommonFlags c;
 };
 
@@ -207,6 +208,7 @@ Outcome run_convert(const ConvertArgs& a) {
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.input);
   inputs.add_file(a.expect.bundle);
+  inputs.add_file(a.sign_key);
   if (auto o = ckptcli::check_outputs(kConvert, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   ckpt::ConvertOptions o;
   o.input = a.input;
@@ -214,11 +216,9 @@ Outcome run_convert(const ConvertArgs& a) {
   o.dry_run = a.dry_run;
   o.resume = a.resume;
   o.overwrite = a.overwrite;
-  o.experts = a.experts == "int8-shift" ? ckpt::ExpertMode::int8_shift
-              : a.experts == "bf16"     ? ckpt::ExpertMode::bf16
-                                        : ckpt::ExpertMode::keep;
-  o.remap.headroom = a.headroom;
-  o.remap.rounding = a.rounding == "half-even" ? ckpt::RemapRounding::half_even : ckpt::RemapRounding::half_away;
+  // The options that determine OUT, applied through the mapping a provenance records them by.
+  const auto recorded = ckptcli::convert_options_recorded(a.experts, a.headroom, a.rounding);
+  if (std::string error; !ckptcli::apply_convert_options(recorded, o, error)) return ckptcli::usage_error(kConvert, error);
   if (!ckpt::parse_size(a.memory_budget, o.memory_budget))
     return ckptcli::usage_error(kConvert, "--memory-budget '" + a.memory_budget +
                                               "' is not a size (a number with K, M, G or T, e.g. 1G, 512M; at least 64M)");
@@ -250,6 +250,19 @@ Outcome run_convert(const ConvertArgs& a) {
       r.findings.error("CONVERT_SIGNATURE", bundle, "", std::nullopt,
                        "the input does not verify against its signature bundle: OUT is left incomplete (shards "
                        "written, no index, no config.json)");
+      return false;
+    };
+  }
+  if (!a.sign_key.empty()) {
+    if (a.dry_run || !a.partition.empty())
+      return ckptcli::usage_error(kConvert, "--sign-key signs a whole output (not --dry-run or --partition; --finalize signs)");
+    o.attestation_files = {std::string(ckpt::oms::kOutputBundleName), std::string(ckpt::oms::kProvenanceName)};
+    ckpt::oms::ConversionAttestation att{"convert", a.input, a.output, recorded, a.expect.bundle, a.sign_key};
+    o.after_finalize = [att](ckpt::ConvertReport& r) mutable {
+      att.mode = r.output_mode;
+      bool usage = false;
+      if (ckptcli::attest_into(att, r.findings, usage)) return true;
+      r.status = usage ? ckpt::ConvertStatus::usage_error : ckpt::ConvertStatus::io_error;
       return false;
     };
   }
@@ -388,6 +401,7 @@ int main(int argc, char** argv) {
   convert->add_flag("--finalize", ca.finalize,
                     "after all partitions: verify every shard's record and output, then write index, config, side files");
   ckptcli::add_signature_options(convert, ca.expect, "--expect-signature");
+  ckptcli::add_sign_key_option(convert, ca.sign_key);
 
   SynthArgs sa;
   auto* synth = app.add_subcommand("synth", "Write a synthetic checkpoint with a real model's exact structure");

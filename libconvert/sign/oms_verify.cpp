@@ -31,6 +31,15 @@ class Verifier {
     r_.verified = !f_.has_errors();
   }
 
+  // The envelope alone (trust, bundle, method, payload type, the DSSE signature): for a
+  // bundle whose payload is not the OMS predicate (a conversion's provenance).
+  bool envelope(std::string& payload) {
+    Bundle bundle;
+    if (!load_trust() || !read_bundle(bundle) || !check_signature(bundle)) return false;
+    payload = std::move(bundle.payload);
+    return true;
+  }
+
  private:
   void fail(const std::string& code, const std::string& file, const std::string& message) {
     f_.error(code, file, "", std::nullopt, message);
@@ -364,6 +373,10 @@ VerifyResult verify_signature(const VerifyOptions& options) {
   VerifyResult r;
   Verifier(options, r).run();
   return r;
+}
+
+bool verify_envelope(const VerifyOptions& options, std::string& payload, VerifyResult& r) {
+  return Verifier(options, r).envelope(payload);
 }
 
 }  // namespace ckpt::oms

@@ -41,6 +41,12 @@ struct VerifyResult {
 
 VerifyResult verify_signature(const VerifyOptions& options);
 
+// The envelope of `options.bundle` alone, with the trust of `options` (the same rules as
+// verify_signature up to the DSSE signature; the payload is not interpreted and no model
+// file is read): a conversion's provenance (sign/provenance.h). True with the verified
+// payload; false with findings in `r` (r.usage for a refused request).
+bool verify_envelope(const VerifyOptions& options, std::string& payload, VerifyResult& r);
+
 // Reads a whole small file the CLI names (a key, a certificate, the bundle) through the
 // project's one input open; false with an IO_READ finding naming it.
 bool read_small_file(const std::string& path, uint64_t limit, std::string& text, Findings& findings);
