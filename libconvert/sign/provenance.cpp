@@ -463,6 +463,7 @@ ProvenanceResult verify_provenance(const ProvenanceCheck& c) {
     f.error("PROVENANCE_STATEMENT", c.provenance, "", std::nullopt, why);
     return r;
   }
+  r.read = true;
   if (r.output.verified && r.output.root_digest != r.recorded.output.root_digest)
     f.error("PROVENANCE_SUBJECT", c.provenance, "", std::nullopt,
             "OUT's signature has root digest " + r.output.root_digest + ", the provenance's subject " +

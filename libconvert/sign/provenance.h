@@ -108,7 +108,8 @@ struct ProvenanceResult {
   Findings findings;
   bool usage = false;
   bool verified = false;   // every check passed
-  Provenance recorded;     // the verified statement (valid when the signature verified)
+  bool read = false;       // the provenance's signature verified and its statement parsed
+  Provenance recorded;     // the verified statement (valid when `read`)
   VerifyResult output;     // OUT against its bundle
 };
 
