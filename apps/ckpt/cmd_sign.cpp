@@ -45,6 +45,7 @@ ckpt::Outcome run_sign(SignArgs& a) {
   rep.command = "sign";
   rep.model = a.o.model;
   rep.bundle = a.o.output;
+  // The report never over the model or the key; the bundle may lie inside the model (below).
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.o.model);
   inputs.add_file(a.o.private_key);
@@ -62,12 +63,14 @@ ckpt::Outcome run_sign(SignArgs& a) {
     return finish_report(kSign, a.c, rep, inputs, ckpt::worse(ckpt::outcome_of(r.findings), ckpt::Outcome::findings));
   // The bundle may lie inside the model directory (it is excluded from what is signed),
   // but never over a file that was signed, a key or a certificate.
-  for (const auto& p : r.files_read) inputs.add_file(p);
-  if (!a.o.signing_cert.empty()) inputs.add_file(a.o.signing_cert);
-  for (const auto& p : a.o.cert_chain) inputs.add_file(p);
-  if (auto o = check_outputs(kSign, inputs, {a.o.output}); o != ckpt::Outcome::ok)
+  ckpt::InputSet signed_files;
+  for (const auto& p : r.files_read) signed_files.add_file(p);
+  signed_files.add_file(a.o.private_key);
+  if (!a.o.signing_cert.empty()) signed_files.add_file(a.o.signing_cert);
+  for (const auto& p : a.o.cert_chain) signed_files.add_file(p);
+  if (auto o = check_outputs(kSign, signed_files, {a.o.output}); o != ckpt::Outcome::ok)
     return finish_report(kSign, a.c, rep, inputs, o);
-  const ckpt::Outcome written = emit(kSign, a.o.output, r.bundle_text, inputs);
+  const ckpt::Outcome written = emit(kSign, a.o.output, r.bundle_text, signed_files);
   rep.verified = written == ckpt::Outcome::ok;
   rep.method = a.o.signing_cert.empty() ? "key" : "certificate";
   rep.root_digest = r.statement.root_digest;
