@@ -56,6 +56,14 @@ ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::strin
 std::function<bool(ckpt::Findings&, bool& usage)> start_signature_check(const SignatureFlags& flags,
                                                                         const std::string& model);
 
+// `convert --hub-sha256 LIST` (apps/ckpt/hub_check.cpp): the list read and parsed before
+// the conversion (false with HUB_LIST_* / IO_READ findings when unusable); then IN checked
+// against it on threads of its own while the conversion runs. The returned function waits,
+// appends the HUB_* / IO_* findings and returns whether every shard is listed and every
+// listed file present with its SHA-256.
+bool hub_list_usable(const std::string& list, ckpt::Findings& findings);
+std::function<bool(ckpt::Findings&)> start_hub_check(const std::string& list, const std::string& model);
+
 // Conversion attestations (apps/ckpt/attest.cpp, sign/provenance.h). `--sign-key KEY.pem`
 // of a converting command; each command's options as its provenance records them and
 // applied back from a provenance (unknown, missing or bad values refused, with `error`);
