@@ -174,5 +174,23 @@ TEST(OmsProvenance, SignAndVerifySignatureWriteAJsonReport) {
   EXPECT_NE(r.out.find("PROVENANCE_INPUT_MISMATCH"), std::string::npos) << r.out;
 }
 
+TEST(OmsProvenance, ASignedConversionValidatesAgainstItsReference) {
+  SignedConversion c;
+  const test::RunResult r = test::run_ckpt("validate -q --deep --reference " + q(c.in) + " " + q(c.out));
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+}
+
+TEST(OmsProvenance, FinalizeSignsTheAssembledPartitions) {
+  test::TempDir tmp;
+  const std::string in = test::fixture("oracle/dsv4-tiny"), out = tmp.str("out");
+  ASSERT_EQ(test::run_ckpt("convert -q --partition 0/2 " + q(in) + " " + q(out)).exit_code, 0);
+  ASSERT_EQ(test::run_ckpt("convert -q --partition 1/2 " + q(in) + " " + q(out)).exit_code, 0);
+  test::RunResult r = test::run_ckpt("convert -q --finalize --partitions 2" + kSignKey + q(in) + " " + q(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ckpt("verify-signature -q" + kTrust + "--provenance " + q(out + "/model.provenance") + " --reference " +
+                     q(in) + " --recompute " + q(out));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 }  // namespace
 }  // namespace ckpt
