@@ -26,6 +26,7 @@ class Verifier {
     Statement st;
     if (!load_trust() || !read_bundle(bundle) || !check_signature(bundle) || !read_statement(bundle, st)) return;
     r_.root_digest = st.root_digest;
+    r_.statement = st;
     if (!supported(st)) return;
     check_manifest(st);
     r_.verified = !f_.has_errors();

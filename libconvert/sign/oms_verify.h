@@ -37,6 +37,7 @@ struct VerifyResult {
   uint64_t files_checked = 0;   // listed files hashed and matched
   uint64_t bytes_hashed = 0;
   bool verified = false;        // every rule passed
+  Statement statement;          // the bundle's statement, once its signature verified
 };
 
 VerifyResult verify_signature(const VerifyOptions& options);

@@ -464,10 +464,11 @@ ProvenanceResult verify_provenance(const ProvenanceCheck& c) {
     return r;
   }
   r.read = true;
-  if (r.output.verified && r.output.root_digest != r.recorded.output.root_digest)
-    f.error("PROVENANCE_SUBJECT", c.provenance, "", std::nullopt,
-            "OUT's signature has root digest " + r.output.root_digest + ", the provenance's subject " +
-                r.recorded.output.root_digest + ": the provenance is not about this output");
+  // The subject is OUT as its own signature lists it: every file by name and digest (the
+  // root digest alone does not bind the names), and the root digest.
+  if (r.output.verified)
+    compare_resources(r.recorded.output, r.output.statement, "OUT's signature against the provenance's subject",
+                      "PROVENANCE_SUBJECT", "", f);
   // IN as it is now, against what the provenance records.
   Statement now;
   Findings read;

@@ -72,6 +72,21 @@ TEST(OmsProvenance, TheProvenanceFailsAfterOneByteOfTheOutputChanges) {
   EXPECT_NE(r.err.find("OMS_DIGEST_MISMATCH model-00002-of-00007.safetensors"), std::string::npos) << r.err;
 }
 
+// The key owner changes OUT and signs it again: OUT verifies against its bundle, but it is
+// no longer what the provenance says the conversion produced.
+TEST(OmsProvenance, AnOutputChangedAndSignedAgainIsNotTheProvenanceSubject) {
+  SignedConversion c;
+  flip_byte(c.out + "/tokenizer.json", 0);
+  test::RunResult r = test::run_ckpt("sign -q" + std::string(" --private-key ") + q(keys("p384/signing-key.pem")) +
+                                     " --ignore-paths .ckptkit --ignore-paths model.provenance -o " +
+                                     q(c.out + "/model.sig") + " " + q(c.out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = c.verify();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("PROVENANCE_SUBJECT tokenizer.json"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("OMS_DIGEST_MISMATCH"), std::string::npos) << r.err;
+}
+
 TEST(OmsProvenance, AProvenanceSignedByAnotherKeyIsRefused) {
   SignedConversion c;
   const test::RunResult r = test::run_ckpt("verify-signature -q --public-key " + q(keys("p521/signing-key-pub.pem")) +
