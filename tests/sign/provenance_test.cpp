@@ -195,6 +195,25 @@ TEST(OmsProvenance, ASignedConversionValidatesAgainstItsReference) {
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
 }
 
+// IN's own bundle signs IN's bytes: a conversion never copies it into OUT (where it would
+// claim to sign the output); a signed conversion of a signed IN validates and verifies.
+TEST(OmsProvenance, TheInputsOwnBundleIsNotCopiedIntoTheOutput) {
+  test::TempDir tmp;
+  const std::string in = tmp.str("in");
+  test::copy_tree(test::fixture("oracle/dsv4-tiny"), in);
+  ASSERT_EQ(test::run_ckpt("sign -q --private-key " + q(keys("p384/signing-key.pem")) + " -o " + q(in + "/model.sig") + " " + q(in)).exit_code, 0);
+  test::RunResult r = test::run_ckpt("convert -q " + q(in) + " " + q(tmp.str("plain")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(tmp.str("plain/model.sig")));
+  r = test::run_ckpt("convert -q" + kSignKey + q(in) + " " + q(tmp.str("signed")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ckpt("validate -q --reference " + q(in) + " " + q(tmp.str("signed")));
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  r = test::run_ckpt("verify-signature -q" + kTrust + "--provenance " + q(tmp.str("signed/model.provenance")) +
+                     " --reference " + q(in) + " --recompute " + q(tmp.str("signed")));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(OmsProvenance, FinalizeSignsTheAssembledPartitions) {
   test::TempDir tmp;
   const std::string in = test::fixture("oracle/dsv4-tiny"), out = tmp.str("out");
