@@ -328,6 +328,9 @@ bool attested_resources(const std::string& model, Statement& out, Findings& find
   ModelScope scope;
   scope.ignore_paths = default_ignore_paths();
   for (const auto& e : attestation_exclusions()) scope.ignore_paths.push_back(e);
+  // A link to a file is hashed as its target, as convert reads it (a Hugging Face cache
+  // snapshot is links into blobs/); a link to a directory is still refused.
+  scope.allow_symlinks = true;
   std::vector<ModelEntry> entries;
   if (!list_model(model, scope, entries, findings) || findings.has_errors()) return false;
   std::vector<const ModelEntry*> files;
@@ -347,21 +350,75 @@ bool attested_resources(const std::string& model, Statement& out, Findings& find
   return true;
 }
 
-AttestationResult attest_conversion(const ConversionAttestation& a) {
-  AttestationResult r;
-  Findings& f = r.findings;
-  // OUT: an ordinary OMS bundle; the provenance and ckptkit's bookkeeping are left out of it.
+namespace {
+
+// OUT signed as any OMS signer would, the provenance and ckptkit's bookkeeping left out.
+bool sign_output(const ConversionAttestation& a, AttestationResult& r, std::string& bundle_text) {
   SignOptions so;
   so.model = a.output;
   so.output = (fs::path(a.output) / kOutputBundleName).string();
   so.private_key = a.private_key;
   so.ignore_paths = {".ckptkit", std::string(kProvenanceName)};
   SignResult signed_out = sign_model(so);
-  f.append(signed_out.findings);
+  r.findings.append(signed_out.findings);
   r.usage = signed_out.usage;
-  if (f.has_errors()) return r;
-  r.output = signed_out.statement;
-  if (!attested_resources(a.input, r.input, f)) return r;
+  if (r.findings.has_errors()) return false;
+  r.output = std::move(signed_out.statement);
+  bundle_text = std::move(signed_out.bundle_text);
+  return true;
+}
+
+// The provenance's envelope: the statement signed over the PAE, in a Sigstore bundle.
+bool sign_provenance(const ConversionAttestation& a, const Provenance& p, AttestationResult& r, std::string& text) {
+  std::string pem, why, sig;
+  EcKey key;
+  if (!read_small_file(a.private_key, kMaxPemBytes, pem, r.findings)) return false;
+  if (!key.load_private_pem(pem, why)) {
+    r.usage = true;
+    r.findings.error("KEY_UNUSABLE", a.private_key, "", std::nullopt, "the private key cannot be used: " + why);
+    return false;
+  }
+  Bundle b;
+  b.material = Material::public_key;
+  b.key_hint = key.hint();
+  b.payload_type = std::string(kInTotoPayloadType);
+  b.payload = provenance_json(p);
+  if (!key.sign(dsse_pae(b.payload_type, b.payload), sig, why)) {
+    r.findings.error("OMS_SIGN", a.private_key, "", std::nullopt, why);
+    return false;
+  }
+  b.signatures.push_back(std::move(sig));
+  text = bundle_json(b);
+  return true;
+}
+
+// Both files, each atomically; the bundle is taken back when the provenance cannot follow.
+bool write_both(const ConversionAttestation& a, const std::string& bundle_text, const std::string& provenance_text,
+                AttestationResult& r) {
+  const std::string bundle = (fs::path(a.output) / kOutputBundleName).string();
+  const std::string provenance = (fs::path(a.output) / kProvenanceName).string();
+  std::string why;
+  if (!write_out(bundle, bundle_text, a.mode, why)) {
+    r.findings.error("IO_WRITE", bundle, "", std::nullopt, "cannot write " + bundle + ": " + why);
+    return false;
+  }
+  if (!write_out(provenance, provenance_text, a.mode, why)) {
+    r.findings.error("IO_WRITE", provenance, "", std::nullopt, "cannot write " + provenance + ": " + why);
+    std::error_code ec;
+    fs::remove(bundle, ec);
+    return false;
+  }
+  r.bundle_path = bundle;
+  r.provenance_path = provenance;
+  return true;
+}
+
+}  // namespace
+
+AttestationResult attest_conversion(const ConversionAttestation& a) {
+  AttestationResult r;
+  std::string bundle_text, provenance_text;
+  if (!sign_output(a, r, bundle_text) || !attested_resources(a.input, r.input, r.findings)) return r;
   Provenance p;
   p.command = a.command;
   p.options = a.options;
@@ -373,40 +430,11 @@ AttestationResult attest_conversion(const ConversionAttestation& a) {
   p.output = r.output;
   if (!a.input_bundle.empty()) {
     std::string text;
-    if (!read_small_file(a.input_bundle, kMaxBundleBytes, text, f)) return r;
+    if (!read_small_file(a.input_bundle, kMaxBundleBytes, text, r.findings)) return r;
     p.input_bundle_name = basename_of(a.input_bundle);
     p.input_bundle_digest = sha256_hex(text);
   }
-  // The provenance: a Sigstore bundle like OUT's, its payload the SLSA statement.
-  std::string pem, why, sig;
-  EcKey key;
-  if (!read_small_file(a.private_key, kMaxPemBytes, pem, f)) return r;
-  if (!key.load_private_pem(pem, why)) {
-    r.usage = true;
-    f.error("KEY_UNUSABLE", a.private_key, "", std::nullopt, "the private key cannot be used: " + why);
-    return r;
-  }
-  Bundle b;
-  b.material = Material::public_key;
-  b.key_hint = key.hint();
-  b.payload_type = std::string(kInTotoPayloadType);
-  b.payload = provenance_json(p);
-  if (!key.sign(dsse_pae(b.payload_type, b.payload), sig, why)) {
-    f.error("OMS_SIGN", a.private_key, "", std::nullopt, why);
-    return r;
-  }
-  b.signatures.push_back(std::move(sig));
-  const std::string prov_path = (fs::path(a.output) / kProvenanceName).string();
-  if (!write_out(so.output, signed_out.bundle_text, a.mode, why)) {
-    f.error("IO_WRITE", so.output, "", std::nullopt, "cannot write " + so.output + ": " + why);
-    return r;
-  }
-  if (!write_out(prov_path, bundle_json(b), a.mode, why)) {
-    f.error("IO_WRITE", prov_path, "", std::nullopt, "cannot write " + prov_path + ": " + why);
-    return r;
-  }
-  r.bundle_path = so.output;
-  r.provenance_path = prov_path;
+  if (sign_provenance(a, p, r, provenance_text)) write_both(a, bundle_text, provenance_text, r);
   return r;
 }
 

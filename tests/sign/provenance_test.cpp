@@ -214,6 +214,22 @@ TEST(OmsProvenance, TheInputsOwnBundleIsNotCopiedIntoTheOutput) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// A file of IN that is a link to a file inside IN (a Hugging Face cache snapshot's layout)
+// is read by convert through the link, and attested as its target.
+TEST(OmsProvenance, AnInputFileThatIsALinkIsAttestedAsItsTarget) {
+  test::TempDir tmp;
+  const std::string in = tmp.str("in"), out = tmp.str("out");
+  test::copy_tree(test::fixture("oracle/dsv4-tiny"), in);
+  fs::create_directory(in + "/blobs");
+  fs::rename(in + "/tokenizer.json", in + "/blobs/tok");
+  fs::create_symlink("blobs/tok", in + "/tokenizer.json");
+  test::RunResult r = test::run_ckpt("convert -q" + kSignKey + q(in) + " " + q(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ckpt("verify-signature -q" + kTrust + "--provenance " + q(out + "/model.provenance") + " --reference " +
+                     q(in) + " " + q(out));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(OmsProvenance, FinalizeSignsTheAssembledPartitions) {
   test::TempDir tmp;
   const std::string in = test::fixture("oracle/dsv4-tiny"), out = tmp.str("out");
