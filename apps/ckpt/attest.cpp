@@ -137,18 +137,55 @@ bool attest_into(const ckpt::oms::ConversionAttestation& a, ckpt::Findings& find
   return true;
 }
 
+namespace {
+
+// One converting command run again for --recompute: its recorded options applied (false
+// with `error` when they cannot be: nothing runs), IN converted into `tmp`; `converted`
+// false with the run's findings appended when it failed.
+struct Recomputer {
+  const char* command;
+  bool (*run)(const std::vector<ConversionOption>& options, const std::string& in, const std::string& tmp,
+              std::string& error, bool& converted, ckpt::Findings& findings);
+};
+
+bool rerun_convert(const std::vector<ConversionOption>& options, const std::string& in, const std::string& tmp,
+                   std::string& error, bool& converted, ckpt::Findings& findings) {
+  ckpt::ConvertOptions o;
+  if (!apply_convert_options(options, o, error)) return false;
+  o.input = in;
+  o.output = tmp;
+  const ckpt::ConvertReport r = ckpt::convert_checkpoint(o);
+  converted = r.status == ckpt::ConvertStatus::ok;
+  if (!converted) findings.append(r.findings);
+  return true;
+}
+
+bool rerun_repack(const std::vector<ConversionOption>& options, const std::string& in, const std::string& tmp,
+                  std::string& error, bool& converted, ckpt::Findings& findings) {
+  ckpt::RepackOptions o;
+  if (!apply_repack_options(options, o, error)) return false;
+  const ckpt::RepackReport r = ckpt::repack_experts(in, tmp, o);
+  converted = r.status == ckpt::kRepackOk;
+  if (!converted) findings.append(r.findings);
+  return true;
+}
+
+// Every command whose provenance --recompute can reproduce (a new converting command adds
+// its line, with the apply_*_options its own front end uses).
+constexpr Recomputer kRecomputers[] = {{"convert", rerun_convert}, {"repack-experts", rerun_repack}};
+
+}  // namespace
+
 bool recompute_conversion(const ckpt::oms::Provenance& p, const std::string& in, const std::string& out,
                           ckpt::Findings& findings, bool& usage) {
   usage = false;
+  const Recomputer* rerun = nullptr;
+  for (const auto& r : kRecomputers)
+    if (p.command == r.command) rerun = &r;
   std::string error, tmp;
-  ckpt::ConvertOptions co;
-  ckpt::RepackOptions ro;
-  const bool known = (p.command == "convert" && apply_convert_options(p.options, co, error)) ||
-                     (p.command == "repack-experts" && apply_repack_options(p.options, ro, error));
-  if (!known) {
-    if (error.empty())
-      error = "the provenance records the command '" + p.command + "', which --recompute does not know: refused";
-    findings.error("PROVENANCE_OPTIONS", "", "", std::nullopt, error);
+  if (!rerun) {
+    findings.error("PROVENANCE_OPTIONS", "", "", std::nullopt,
+                   "the provenance records the command '" + p.command + "', which --recompute does not know: refused");
     usage = true;
     return false;
   }
@@ -156,27 +193,18 @@ bool recompute_conversion(const ckpt::oms::Provenance& p, const std::string& in,
     findings.error("IO_WRITE", out, "", std::nullopt, error);
     return false;
   }
-  bool converted = false;
-  if (p.command == "convert") {
-    co.input = in;
-    co.output = tmp;
-    ckpt::ConvertReport r = ckpt::convert_checkpoint(co);
-    converted = r.status == ckpt::ConvertStatus::ok;
-    if (!converted) findings.append(r.findings);
+  bool converted = false, same = false;
+  if (!rerun->run(p.options, in, tmp, error, converted, findings)) {
+    findings.error("PROVENANCE_OPTIONS", "", "", std::nullopt, error);
+    usage = true;
+  } else if (!converted) {
+    findings.error("PROVENANCE_RECOMPUTE", in, "", std::nullopt,
+                   "converting the reference input again with the recorded options failed (above)");
   } else {
-    ckpt::RepackReport r = ckpt::repack_experts(in, tmp, ro);
-    converted = r.status == ckpt::kRepackOk;
-    if (!converted) findings.append(r.findings);
-  }
-  bool same = false;
-  if (converted) {
     ckpt::oms::Statement now;
     if (ckpt::oms::attested_resources(tmp, now, findings))
       same = ckpt::oms::compare_resources(p.output, now, "the recomputed output", "PROVENANCE_RECOMPUTE_MISMATCH", "",
                                           findings);
-  } else {
-    findings.error("PROVENANCE_RECOMPUTE", in, "", std::nullopt,
-                   "converting the reference input again with the recorded options failed (above)");
   }
   std::error_code ec;
   fs::remove_all(tmp, ec);
