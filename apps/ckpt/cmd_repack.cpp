@@ -57,9 +57,13 @@ ckpt::Outcome run_repack(const RepackArgs& a) {
   if (std::string error; !apply_repack_options(recorded, o, error)) return usage_error(kRepack, error);
   if (!a.sign_key.empty()) {
     ckpt::oms::ConversionAttestation att{"repack-experts", a.input, a.out_dir, recorded, "", a.sign_key};
-    o.after_finish = [att](ckpt::RepackReport& r) {
+    o.after_finish = [att, mode = a.c.mode()](ckpt::RepackReport& r) mutable {
+      ckpt::Progress meter(mode, "sign");  // OUT_DIR, then IN, hashed again for the attestation
+      att.progress = [&meter](uint64_t done, uint64_t total) { meter.update(done, total); };
       bool usage = false;
-      if (attest_into(att, r.findings, usage)) return true;
+      const bool signed_ok = attest_into(att, r.findings, usage);
+      meter.finish();
+      if (signed_ok) return true;
       r.status = usage ? ckpt::kRepackUsage : ckpt::kRepackIoError;
       return false;
     };

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "core/build_info.h"
@@ -323,7 +324,7 @@ bool parse_provenance(std::string_view payload, Provenance& out, std::string& er
   return true;
 }
 
-bool attested_resources(const std::string& model, Statement& out, Findings& findings) {
+bool attested_resources(const std::string& model, Statement& out, Findings& findings, const BytesDone& on_bytes) {
   out = Statement{};
   ModelScope scope;
   scope.ignore_paths = default_ignore_paths();
@@ -342,7 +343,7 @@ bool attested_resources(const std::string& model, Statement& out, Findings& find
   }
   std::vector<std::string> digests;
   std::atomic<uint64_t> bytes{0};
-  hash_entries(files, digests, findings, bytes);
+  hash_entries(files, digests, findings, bytes, on_bytes);
   if (findings.has_errors()) return false;
   for (size_t i = 0; i < files.size(); ++i) out.resources.push_back(Resource{files[i]->name, digests[i]});
   out.subject_name = basename_of(model);
@@ -353,8 +354,26 @@ bool attested_resources(const std::string& model, Statement& out, Findings& find
 namespace {
 
 // OUT signed as any OMS signer would, the provenance and ckptkit's bookkeeping left out.
-bool sign_output(const ConversionAttestation& a, AttestationResult& r, std::string& bundle_text) {
+using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+// The bytes of every regular file under `path` (or of the file): the meter's total.
+uint64_t tree_bytes(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    const uint64_t n = fs::file_size(path, ec);
+    return ec ? 0 : n;
+  }
+  uint64_t n = 0;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->is_regular_file(ec)) n += it->file_size(ec);
+  return n;
+}
+
+bool sign_output(const ConversionAttestation& a, const ProgressFn& meter, AttestationResult& r,
+                 std::string& bundle_text) {
   SignOptions so;
+  so.progress = meter;
   so.model = a.output;
   so.output = (fs::path(a.output) / kOutputBundleName).string();
   so.private_key = a.private_key;
@@ -418,7 +437,22 @@ bool write_both(const ConversionAttestation& a, const std::string& bundle_text, 
 AttestationResult attest_conversion(const ConversionAttestation& a) {
   AttestationResult r;
   std::string bundle_text, provenance_text;
-  if (!sign_output(a, r, bundle_text) || !attested_resources(a.input, r.input, r.findings)) return r;
+  // One meter over both hashes: OUT's bytes (reported by the signer) then IN's.
+  const uint64_t in_bytes = a.progress ? tree_bytes(a.input) : 0;
+  uint64_t out_bytes = 0;
+  auto in_done = std::make_shared<std::atomic<uint64_t>>(0);
+  ProgressFn out_meter;
+  if (a.progress)
+    out_meter = [&a, &out_bytes, in_bytes](uint64_t done, uint64_t total) {
+      out_bytes = total;
+      a.progress(done, total + in_bytes);
+    };
+  BytesDone in_meter;
+  if (a.progress)
+    in_meter = [&a, &out_bytes, in_bytes, in_done](uint64_t n) {
+      a.progress(out_bytes + (*in_done += n), out_bytes + in_bytes);
+    };
+  if (!sign_output(a, out_meter, r, bundle_text) || !attested_resources(a.input, r.input, r.findings, in_meter)) return r;
   Provenance p;
   p.command = a.command;
   p.options = a.options;

@@ -24,6 +24,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +32,7 @@
 
 #include "core/findings.h"
 #include "sign/oms_bundle.h"
+#include "sign/oms_files.h"
 #include "sign/oms_verify.h"
 
 namespace ckpt::oms {
@@ -58,6 +60,8 @@ struct ConversionAttestation {
   std::string input_bundle;               // IN's OMS bundle that --expect-signature verified, or ""
   std::string private_key;                // PEM EC private key (P-256, P-384, P-521)
   mode_t mode = 0644;                     // of the two files written (OUT's files' mode)
+  // Bytes hashed (OUT, then IN) against their sum; may be empty. Called from hashing threads.
+  std::function<void(uint64_t done, uint64_t total)> progress = nullptr;
 };
 
 struct AttestationResult {
@@ -94,7 +98,7 @@ std::string provenance_json(const Provenance& p);
 // IN's or OUT's resources as attestations see them: the OMS walk with the default and
 // attestation exclusions, every file hashed on all cores (sorted by name), and the root
 // digest. False with findings (IO_*, OMS_*) when the model cannot be read.
-bool attested_resources(const std::string& model, Statement& out, Findings& findings);
+bool attested_resources(const std::string& model, Statement& out, Findings& findings, const BytesDone& on_bytes = {});
 
 // What `ckpt verify-signature --provenance P --reference IN OUT` checks (not --recompute:
 // the caller converts and compares with compare_resources).
