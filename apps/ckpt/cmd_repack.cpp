@@ -22,6 +22,7 @@ struct RepackArgs {
   uint64_t align = 4096;
   uint64_t tree_chunk = ckpt::kSha256TreeDefaultChunk;
   bool overwrite = false, buffered = false;
+  std::string sign_key;  // --sign-key
   CommonFlags c;
 };
 
@@ -47,13 +48,27 @@ void print_summary(const ckpt::RepackReport& r, std::ostream& out) {
 ckpt::Outcome run_repack(const RepackArgs& a) {
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.input);
+  inputs.add_file(a.sign_key);
   if (auto o = check_outputs(kRepack, inputs, {a.c.json, "-"}); o != ckpt::Outcome::ok) return o;
   apply_output_io(kRepack, a.buffered, a.c.quiet);
   ckpt::RepackOptions o;
-  o.align = a.align;
-  o.fix_a_log = a.a_log == "fix";
   o.overwrite = a.overwrite;
-  o.tree_chunk = a.tree_chunk;
+  // The options that determine OUT_DIR, applied through the mapping a provenance records them by.
+  const auto recorded = repack_options_recorded(a.align, a.a_log, a.tree_chunk);
+  if (std::string error; !apply_repack_options(recorded, o, error)) return usage_error(kRepack, error);
+  if (!a.sign_key.empty()) {
+    ckpt::oms::ConversionAttestation att{"repack-experts", a.input, a.out_dir, recorded, "", a.sign_key};
+    o.after_finish = [att, mode = a.c.mode()](ckpt::RepackReport& r) mutable {
+      ckpt::Progress meter(mode, "sign");  // OUT_DIR, then IN, hashed again for the attestation
+      att.progress = [&meter](uint64_t done, uint64_t total) { meter.update(done, total); };
+      bool usage = false;
+      const bool signed_ok = attest_into(att, r.findings, usage);
+      meter.finish();
+      if (signed_ok) return true;
+      r.status = usage ? ckpt::kRepackUsage : ckpt::kRepackIoError;
+      return false;
+    };
+  }
   ckpt::Progress progress(a.c.mode(), "repack");
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
   const auto report = ckpt::repack_experts(a.input, a.out_dir, o);
@@ -81,6 +96,7 @@ Command add_repack_command(CLI::App& app) {
                     "(default 67108864), or 0 for none");
   c.sub->add_flag("--overwrite", args->overwrite, "allow a non-empty output directory");
   add_buffered(c.sub, args->buffered);
+  add_sign_key_option(c.sub, args->sign_key);
   add_common(c.sub, args->c, "errors only: no progress line and no summary");
   add_json(c.sub, args->c, "schemas/repack-report.schema.json");
   c.run = [args] { return run_repack(*args); };

@@ -2,6 +2,7 @@
 // written and checked by libconvert/sign/ (docs/ckpt-sign.md, docs/ckpt-verify-signature.md).
 // Exit 0 signed / verified, 1 a verification failure (each finding names the rule and the
 // file), 2 a usage mistake or refused key, 3 an I/O error.
+#include <filesystem>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "../cli_common.h"
 #include "commands.h"
 #include "sign/oms_sign.h"
+#include "report/signature_report.h"
 #include "sign/oms_verify.h"
 
 namespace ckptcli {
@@ -24,49 +26,137 @@ struct SignArgs {
 
 struct VerifyArgs {
   ckpt::oms::VerifyOptions o;
+  std::string provenance, reference;  // --provenance OUT.provenance --reference IN
+  bool recompute = false;
   CommonFlags c;
 };
 
+// --json: the report, written whatever the outcome (a failed run's report says why).
+ckpt::Outcome finish_report(const char* cmd, const CommonFlags& c, ckpt::SignatureReport& rep,
+                            const ckpt::InputSet& inputs, ckpt::Outcome result) {
+  rep.status = result;
+  return ckpt::worse(result, emit(cmd, c.json, ckpt::signature_report_json(rep), inputs));
+}
+
 ckpt::Outcome run_sign(SignArgs& a) {
   if (a.o.output.empty()) a.o.output = ckpt::oms::default_bundle_path(a.o.model);
+  if (a.o.output == "-" && a.c.json == "-") return usage_error(kSign, "-o - and --json - both write to stdout: choose one");
+  ckpt::SignatureReport rep;
+  rep.command = "sign";
+  rep.model = a.o.model;
+  rep.bundle = a.o.output;
+  // The report never over the model or the key; the bundle may lie inside the model (below).
+  ckpt::InputSet inputs;
+  inputs.add_checkpoint(a.o.model);
+  inputs.add_file(a.o.private_key);
+  if (auto o = check_outputs(kSign, inputs, {a.c.json, "-"}); o != ckpt::Outcome::ok) return o;
   auto progress = std::make_shared<ckpt::Progress>(a.c.mode(), "sign");
   a.o.progress = [progress](uint64_t done, uint64_t total) { progress->update(done, total); };
   const ckpt::oms::SignResult r = ckpt::oms::sign_model(a.o);
   progress->finish();
   print_findings(kSign, r.findings);
-  if (r.usage) return ckpt::Outcome::usage;
-  if (r.findings.has_errors()) return ckpt::worse(ckpt::outcome_of(r.findings), ckpt::Outcome::findings);
+  rep.findings = r.findings;
+  rep.files = r.statement.resources.size();
+  rep.bytes = r.bytes_hashed;
+  if (r.usage) return finish_report(kSign, a.c, rep, inputs, ckpt::Outcome::usage);
+  if (r.findings.has_errors())
+    return finish_report(kSign, a.c, rep, inputs, ckpt::worse(ckpt::outcome_of(r.findings), ckpt::Outcome::findings));
   // The bundle may lie inside the model directory (it is excluded from what is signed),
   // but never over a file that was signed, a key or a certificate.
-  ckpt::InputSet inputs;
-  for (const auto& p : r.files_read) inputs.add_file(p);
-  inputs.add_file(a.o.private_key);
-  if (!a.o.signing_cert.empty()) inputs.add_file(a.o.signing_cert);
-  for (const auto& p : a.o.cert_chain) inputs.add_file(p);
-  if (auto o = check_outputs(kSign, inputs, {a.o.output}); o != ckpt::Outcome::ok) return o;
-  const ckpt::Outcome written = emit(kSign, a.o.output, r.bundle_text, inputs);
+  ckpt::InputSet signed_files;
+  for (const auto& p : r.files_read) signed_files.add_file(p);
+  signed_files.add_file(a.o.private_key);
+  if (!a.o.signing_cert.empty()) signed_files.add_file(a.o.signing_cert);
+  for (const auto& p : a.o.cert_chain) signed_files.add_file(p);
+  if (auto o = check_outputs(kSign, signed_files, {a.o.output}); o != ckpt::Outcome::ok)
+    return finish_report(kSign, a.c, rep, inputs, o);
+  const ckpt::Outcome written = emit(kSign, a.o.output, r.bundle_text, signed_files);
+  rep.verified = written == ckpt::Outcome::ok;
+  rep.method = a.o.signing_cert.empty() ? "key" : "certificate";
+  rep.root_digest = r.statement.root_digest;
   if (written == ckpt::Outcome::ok && a.c.human() && a.o.output != "-")
     std::cout << "signed " << ckpt::display_escape(a.o.model) << ": " << r.statement.resources.size() << " files ("
               << r.bytes_hashed << " bytes), root digest " << r.statement.root_digest << " -> "
               << ckpt::display_escape(a.o.output) << "\n";
-  return written;
+  return finish_report(kSign, a.c, rep, inputs, written);
+}
+
+// --provenance: OUT against its bundle, the provenance's signature, IN's digests recorded,
+// OUT's digests its subject; --recompute: IN converted again gives OUT's digests.
+void check_provenance(VerifyArgs& a, ckpt::SignatureReport& rep, bool& usage) {
+  ckpt::ProvenanceSummary sum;
+  sum.path = a.provenance;
+  sum.reference = a.reference;
+  sum.recompute = a.recompute;
+  const ckpt::oms::ProvenanceResult r = ckpt::oms::verify_provenance({a.o, a.provenance, a.reference});
+  rep.findings = r.findings;
+  usage = r.usage;
+  rep.method = r.output.method;
+  rep.root_digest = r.output.root_digest;
+  rep.files = r.output.files_checked;
+  rep.bytes = r.output.bytes_hashed;
+  rep.verified = r.verified;
+  sum.read = r.read;
+  sum.recorded = r.recorded;
+  if (a.recompute && r.verified) {
+    sum.reproduced = recompute_conversion(r.recorded, a.reference, a.o.model, rep.findings, usage);
+    rep.verified = sum.reproduced;
+  } else if (a.recompute) {
+    rep.findings.error("PROVENANCE_NOT_RECOMPUTED", a.provenance, "", std::nullopt,
+                       "--recompute: not converted again, the provenance did not verify (above)");
+  }
+  rep.provenance = sum;
 }
 
 ckpt::Outcome run_verify(VerifyArgs& a) {
-  if (a.o.bundle.empty()) a.o.bundle = ckpt::oms::default_bundle_path(a.o.model);
+  if (a.provenance.empty() && (!a.reference.empty() || a.recompute))
+    return usage_error(kVerifySignature, "--reference and --recompute need --provenance OUT.provenance");
+  if (!a.provenance.empty() && a.reference.empty())
+    return usage_error(kVerifySignature, "--provenance needs --reference IN (the conversion's input)");
+  if (a.o.bundle.empty())
+    a.o.bundle = a.provenance.empty() ? ckpt::oms::default_bundle_path(a.o.model)
+                                      : (std::filesystem::path(a.o.model) / ckpt::oms::kOutputBundleName).string();
+  ckpt::SignatureReport rep;
+  rep.command = "verify-signature";
+  rep.model = a.o.model;
+  rep.bundle = a.o.bundle;
+  ckpt::InputSet inputs;
+  inputs.add_checkpoint(a.o.model);
+  inputs.add_file(a.o.bundle);
+  inputs.add_file(a.provenance);
+  if (!a.reference.empty()) inputs.add_checkpoint(a.reference);
+  if (auto o = check_outputs(kVerifySignature, inputs, {a.c.json, "-"}); o != ckpt::Outcome::ok) return o;
   auto progress = std::make_shared<ckpt::Progress>(a.c.mode(), "verify-signature");
   a.o.progress = [progress](uint64_t done, uint64_t total) { progress->update(done, total); };
-  const ckpt::oms::VerifyResult r = ckpt::oms::verify_signature(a.o);
+  bool usage = false;
+  if (!a.provenance.empty()) {
+    check_provenance(a, rep, usage);
+  } else {
+    const ckpt::oms::VerifyResult r = ckpt::oms::verify_signature(a.o);
+    rep.findings = r.findings;
+    usage = r.usage;
+    rep.method = r.method;
+    rep.root_digest = r.root_digest;
+    rep.files = r.files_checked;
+    rep.bytes = r.bytes_hashed;
+    rep.verified = r.verified;
+  }
   progress->finish();
-  print_findings(kVerifySignature, r.findings);
-  if (r.usage) return ckpt::Outcome::usage;
-  const ckpt::Outcome o = ckpt::outcome_of(r.findings);
-  if (o == ckpt::Outcome::ok && !r.verified) return ckpt::Outcome::findings;  // never a silent pass
-  if (o == ckpt::Outcome::ok && a.c.human())
-    std::cout << "verified " << ckpt::display_escape(a.o.model) << ": " << r.files_checked << " signed files ("
-              << r.bytes_hashed << " bytes) match " << ckpt::display_escape(a.o.bundle) << " (" << r.method
-              << " method), root digest " << r.root_digest << "\n";
-  return o;
+  print_findings(kVerifySignature, rep.findings);
+  if (usage) return finish_report(kVerifySignature, a.c, rep, inputs, ckpt::Outcome::usage);
+  ckpt::Outcome o = ckpt::outcome_of(rep.findings);
+  if (o == ckpt::Outcome::ok && !rep.verified) o = ckpt::Outcome::findings;  // never a silent pass
+  if (o == ckpt::Outcome::ok && a.c.human()) {
+    std::cout << "verified " << ckpt::display_escape(a.o.model) << ": " << rep.files << " signed files (" << rep.bytes
+              << " bytes) match " << ckpt::display_escape(a.o.bundle) << " (" << rep.method << " method), root digest "
+              << rep.root_digest << "\n";
+    if (rep.provenance)
+      std::cout << "provenance " << ckpt::display_escape(a.provenance) << " verifies: " << rep.provenance->recorded.command
+                << " of " << ckpt::display_escape(a.reference) << " (root digest "
+                << rep.provenance->recorded.input.root_digest << ", as recorded)"
+                << (a.recompute ? ", converted again: the same digests" : "") << "\n";
+  }
+  return finish_report(kVerifySignature, a.c, rep, inputs, o);
 }
 
 }  // namespace
@@ -90,6 +180,7 @@ Command add_sign_command(CLI::App& app) {
   c.sub->add_option("-o,--output", args->o.output,
                     "the bundle to write, atomically (default: model.sig in the directory holding MODEL)");
   add_common(c.sub, args->c, "errors only: no progress, no 'signed' line");
+  add_json(c.sub, args->c, "schemas/signature-report.schema.json");
   c.run = [args] { return run_sign(*args); };
   return c;
 }
@@ -111,7 +202,16 @@ Command add_verify_signature_command(CLI::App& app) {
                     "added to the bundle's own ignore paths)");
   c.sub->add_flag("--ignore-unsigned-files", args->o.ignore_unsigned_files,
                   "files the bundle does not list are allowed (every listed file is still checked)");
+  c.sub->add_option("--provenance", args->provenance,
+                    "a conversion's provenance (OUT/model.provenance, written by --sign-key): check it too, with the "
+                    "same trust (--bundle defaults to MODEL/model.sig); needs --reference");
+  c.sub->add_option("--reference", args->reference,
+                    "with --provenance: the conversion's input IN, rehashed: its digests must be the recorded ones");
+  c.sub->add_flag("--recompute", args->recompute,
+                  "with --provenance: convert IN again with the recorded options (in a temporary directory beside "
+                  "MODEL, removed afterwards): the digests must be MODEL's");
   add_common(c.sub, args->c, "errors only: no progress, no 'verified' line");
+  add_json(c.sub, args->c, "schemas/signature-report.schema.json");
   c.run = [args] { return run_verify(*args); };
   return c;
 }

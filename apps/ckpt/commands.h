@@ -9,6 +9,12 @@
 #include <CLI/CLI.hpp>
 
 #include "core/outcome.h"
+#include "sign/provenance.h"
+
+namespace ckpt {
+struct ConvertOptions;
+struct RepackOptions;
+}  // namespace ckpt
 
 namespace ckptcli {
 
@@ -49,5 +55,33 @@ ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::strin
 // trust given could not be used).
 std::function<bool(ckpt::Findings&, bool& usage)> start_signature_check(const SignatureFlags& flags,
                                                                         const std::string& model);
+
+// `convert --hub-sha256 LIST` (apps/ckpt/hub_check.cpp): the list read and parsed before
+// the conversion (false with HUB_LIST_* / IO_READ findings when unusable); then IN checked
+// against it on threads of its own while the conversion runs. The returned function waits,
+// appends the HUB_* / IO_* findings and returns whether every shard is listed and every
+// listed file present with its SHA-256.
+bool hub_list_usable(const std::string& list, ckpt::Findings& findings);
+std::function<bool(ckpt::Findings&)> start_hub_check(const std::string& list, const std::string& model);
+
+// Conversion attestations (apps/ckpt/attest.cpp, sign/provenance.h). `--sign-key KEY.pem`
+// of a converting command; each command's options as its provenance records them and
+// applied back from a provenance (unknown, missing or bad values refused, with `error`);
+// the attestation itself, run from the command's hook under OUT's lock (findings appended;
+// false when OUT could not be signed); and --recompute: IN converted again with the recorded
+// command and options into a temporary sibling of OUT (removed afterwards), its resources
+// compared with the recorded output's (usage: a command or option it does not know).
+void add_sign_key_option(CLI::App* sub, std::string& key);
+std::vector<ckpt::oms::ConversionOption> convert_options_recorded(const std::string& experts, unsigned headroom_bits,
+                                                                  const std::string& rounding);
+bool apply_convert_options(const std::vector<ckpt::oms::ConversionOption>& options, ckpt::ConvertOptions& o,
+                           std::string& error);
+std::vector<ckpt::oms::ConversionOption> repack_options_recorded(uint64_t align, const std::string& a_log,
+                                                                 uint64_t tree_chunk);
+bool apply_repack_options(const std::vector<ckpt::oms::ConversionOption>& options, ckpt::RepackOptions& o,
+                          std::string& error);
+bool attest_into(const ckpt::oms::ConversionAttestation& a, ckpt::Findings& findings, bool& usage);
+bool recompute_conversion(const ckpt::oms::Provenance& p, const std::string& in, const std::string& out,
+                          ckpt::Findings& findings, bool& usage);
 
 }  // namespace ckptcli

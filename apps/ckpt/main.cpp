@@ -192,6 +192,8 @@ struct ConvertArgs {
   unsigned partitions = 0;
   bool finalize = false;
   ckptcli::SignatureFlags expect;  // --expect-signature
+  std::string sign_key;            // --sign-key
+  std::string hub_sha256;          // --hub-sha256
   CommonFlags c;
 };
 
@@ -207,6 +209,8 @@ Outcome run_convert(const ConvertArgs& a) {
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.input);
   inputs.add_file(a.expect.bundle);
+  inputs.add_file(a.sign_key);
+  inputs.add_file(a.hub_sha256);
   if (auto o = ckptcli::check_outputs(kConvert, inputs, {a.c.json, "-"}); o != Outcome::ok) return o;
   ckptcli::apply_output_io(kConvert, a.buffered, a.c.quiet);
   ckpt::ConvertOptions o;
@@ -215,11 +219,9 @@ Outcome run_convert(const ConvertArgs& a) {
   o.dry_run = a.dry_run;
   o.resume = a.resume;
   o.overwrite = a.overwrite;
-  o.experts = a.experts == "int8-shift" ? ckpt::ExpertMode::int8_shift
-              : a.experts == "bf16"     ? ckpt::ExpertMode::bf16
-                                        : ckpt::ExpertMode::keep;
-  o.remap.headroom = a.headroom;
-  o.remap.rounding = a.rounding == "half-even" ? ckpt::RemapRounding::half_even : ckpt::RemapRounding::half_away;
+  // The options that determine OUT, applied through the mapping a provenance records them by.
+  const auto recorded = ckptcli::convert_options_recorded(a.experts, a.headroom, a.rounding);
+  if (std::string error; !ckptcli::apply_convert_options(recorded, o, error)) return ckptcli::usage_error(kConvert, error);
   if (!ckpt::parse_size(a.memory_budget, o.memory_budget))
     return ckptcli::usage_error(kConvert, "--memory-budget '" + a.memory_budget +
                                               "' is not a size (a number with K, M, G or T, e.g. 1G, 512M; at least 64M)");
@@ -235,14 +237,16 @@ Outcome run_convert(const ConvertArgs& a) {
     o.partitions = ckpt::partition_count_from_env(ckpt::process_env(), given, error);
     if (!error.empty()) return ckptcli::usage_error(kConvert, error);
   }
-  std::function<bool(ckpt::Findings&, bool&)> signature_check;
+  // The input's integrity checks, each on threads of its own while the conversion runs;
+  // OUT is finalized only when every one passed (each is waited for, whatever the others say).
+  std::vector<std::function<bool(ckpt::ConvertReport&)>> input_checks;
   if (a.expect.active()) {
     if (!a.expect.complete())
       return ckptcli::usage_error(kConvert, "--expect-signature BUNDLE needs --public-key PUB.pem or --cert-chain CA.pem");
     if (a.dry_run || !a.partition.empty() || a.finalize)
       return ckptcli::usage_error(kConvert, "--expect-signature checks a whole conversion (not --dry-run, --partition or --finalize)");
-    signature_check = ckptcli::start_signature_check(a.expect, a.input);
-    o.before_finalize = [&signature_check, bundle = a.expect.bundle](ckpt::ConvertReport& r) {
+    auto signature_check = ckptcli::start_signature_check(a.expect, a.input);
+    input_checks.push_back([signature_check, bundle = a.expect.bundle](ckpt::ConvertReport& r) {
       bool usage = false;
       if (signature_check(r.findings, usage)) return true;
       r.status = usage ? ckpt::ConvertStatus::usage_error
@@ -251,6 +255,49 @@ Outcome run_convert(const ConvertArgs& a) {
       r.findings.error("CONVERT_SIGNATURE", bundle, "", std::nullopt,
                        "the input does not verify against its signature bundle: OUT is left incomplete (shards "
                        "written, no index, no config.json)");
+      return false;
+    });
+  }
+  if (!a.hub_sha256.empty()) {
+    if (a.dry_run || !a.partition.empty() || a.finalize)
+      return ckptcli::usage_error(kConvert, "--hub-sha256 checks a whole conversion (not --dry-run, --partition or --finalize)");
+    ckpt::Findings list_findings;
+    if (!ckptcli::hub_list_usable(a.hub_sha256, list_findings)) {  // refused before anything is written
+      ckptcli::print_findings(kConvert, list_findings);
+      return ckpt::worse(ckpt::outcome_of(list_findings), Outcome::findings);
+    }
+    auto hub_check = ckptcli::start_hub_check(a.hub_sha256, a.input);
+    input_checks.push_back([hub_check, list = a.hub_sha256](ckpt::ConvertReport& r) {
+      if (hub_check(r.findings)) return true;
+      if (r.status == ckpt::ConvertStatus::ok)
+        r.status = r.findings.has_io_errors() ? ckpt::ConvertStatus::io_error : ckpt::ConvertStatus::input_error;
+      r.findings.error("CONVERT_HUB_SHA256", list, "", std::nullopt,
+                       "the input does not match the hash list: OUT is left incomplete (shards written, no index, "
+                       "no config.json)");
+      return false;
+    });
+  }
+  if (!input_checks.empty()) {
+    o.before_finalize = [&input_checks](ckpt::ConvertReport& r) {
+      bool all = true;
+      for (auto& check : input_checks) all = check(r) && all;
+      return all;
+    };
+  }
+  if (!a.sign_key.empty()) {
+    if (a.dry_run || !a.partition.empty())
+      return ckptcli::usage_error(kConvert, "--sign-key signs a whole output (not --dry-run or --partition; --finalize signs)");
+    o.attestation_files = {std::string(ckpt::oms::kOutputBundleName), std::string(ckpt::oms::kProvenanceName)};
+    ckpt::oms::ConversionAttestation att{"convert", a.input, a.output, recorded, a.expect.bundle, a.sign_key};
+    o.after_finalize = [att, mode = a.c.mode()](ckpt::ConvertReport& r) mutable {
+      att.mode = r.output_mode;
+      ckpt::Progress meter(mode, "sign");  // OUT, then IN, hashed again for the attestation
+      att.progress = [&meter](uint64_t done, uint64_t total) { meter.update(done, total); };
+      bool usage = false;
+      const bool signed_ok = ckptcli::attest_into(att, r.findings, usage);
+      meter.finish();
+      if (signed_ok) return true;
+      r.status = usage ? ckpt::ConvertStatus::usage_error : ckpt::ConvertStatus::io_error;
       return false;
     };
   }
@@ -391,6 +438,11 @@ int main(int argc, char** argv) {
   convert->add_flag("--finalize", ca.finalize,
                     "after all partitions: verify every shard's record and output, then write index, config, side files");
   ckptcli::add_signature_options(convert, ca.expect, "--expect-signature");
+  ckptcli::add_sign_key_option(convert, ca.sign_key);
+  convert->add_option("--hub-sha256", ca.hub_sha256,
+                      "check IN against a SHA-256 list ('<sha256>  <path>' lines as sha256sum writes, or the Hub's "
+                      "'name sha256') while converting: every shard must be listed, every listed file present with "
+                      "its digest; OUT is not finalized (no index, no config.json) otherwise");
 
   SynthArgs sa;
   auto* synth = app.add_subcommand("synth", "Write a synthetic checkpoint with a real model's exact structure");

@@ -329,8 +329,9 @@ bool writes_index(const LoadedModel& in, const ConversionPlan& plan) {
 }
 
 // Every file of OUT this plan produces (relative paths; .ckptkit/ aside).
-std::set<std::string> planned_files(const LoadedModel& in, const ConvertReport& r) {
+std::set<std::string> planned_files(const LoadedModel& in, const ConvertOptions& o, const ConvertReport& r) {
   std::set<std::string> files(r.plan.side_files.begin(), r.plan.side_files.end());
+  files.insert(o.attestation_files.begin(), o.attestation_files.end());
   for (const auto& s : r.plan.shards) files.insert(s.name);
   if (writes_index(in, r.plan)) files.insert(kIndexName);
   if (!r.config_json.empty()) files.insert("config.json");
@@ -401,15 +402,16 @@ bool open_output(const ConvertOptions& o, const std::vector<std::string>* partit
 // a partition's own shards otherwise.
 std::set<std::string> files_this_run_writes(const LoadedModel& in, const ConvertOptions& o, const std::vector<bool>& owned,
                                             const ConvertReport& r) {
-  if (!o.partition.active()) return planned_files(in, r);
+  if (!o.partition.active()) return planned_files(in, o, r);
   std::set<std::string> files;
   for (size_t i = 0; i < r.plan.shards.size(); ++i)
     if (owned[i]) files.insert(r.plan.shards[i].name);
   return files;
 }
 
-// The files that claim a complete output: removed first, written last.
-const char* const kCompletionMarkers[] = {kIndexName, "config.json", "params.json"};
+// The files that claim a complete output: removed first, written last (a signed
+// conversion's bundle and provenance, sign/provenance.h, after them).
+const char* const kCompletionMarkers[] = {kIndexName, "config.json", "params.json", "model.sig", "model.provenance"};
 
 // The files of OUT that earlier ckptkit runs wrote (convert/output_dir.h). OUT without a
 // manifest but with records (0.1.0, or partitions not finalized yet) also counts the index
@@ -479,7 +481,7 @@ bool withdraw_completion(const ConvertOptions& o, ConvertReport& r) {
 bool prune_previous(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
   std::string error;
   const bool whole = !o.partition.active();
-  std::set<std::string> planned = planned_files(in, r), before = files_written_before(o.output);
+  std::set<std::string> planned = planned_files(in, o, r), before = files_written_before(o.output);
   std::vector<std::string> gone, records;
   for (const auto& [path, shard] : records_in(o.output))
     if (whole && !planned.count(shard))
@@ -501,7 +503,7 @@ bool prune_previous(const LoadedModel& in, const ConvertOptions& o, ConvertRepor
 
 bool finish_manifest(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
   std::string error;
-  if (write_manifest(o.output, planned_files(in, r), r.output_mode, error)) return true;
+  if (write_manifest(o.output, planned_files(in, o, r), r.output_mode, error)) return true;
   fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
   return false;
 }
@@ -521,8 +523,8 @@ ConvertReport& finalize_output(const LoadedModel& in, const ConvertOptions& o, c
   }
   if (o.dry_run) return r;  // --dry-run: the check alone
   if (withdraw_completion(o, r) && prune_previous(in, o, r) && write_side_files(o, pins, r) &&
-      write_index_and_config(in, o, r))
-    finish_manifest(in, o, r);
+      write_index_and_config(in, o, r) && finish_manifest(in, o, r) && o.after_finalize)
+    o.after_finalize(r);
   return r;
 }
 
@@ -575,8 +577,9 @@ void write_output(const LoadedModel& in, const ConvertOptions& o, const std::vec
   if (o.partition.active())
     write_shards(in, o, r, done, owned);
   else if (write_side_files(o, pins, r) && write_shards(in, o, r, done, owned) &&
-           (!o.before_finalize || o.before_finalize(r)) && write_index_and_config(in, o, r))
-    finish_manifest(in, o, r);
+           (!o.before_finalize || o.before_finalize(r)) && write_index_and_config(in, o, r) &&
+           finish_manifest(in, o, r) && o.after_finalize)
+    o.after_finalize(r);
 }
 
 }  // namespace

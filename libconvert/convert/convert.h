@@ -45,6 +45,13 @@ struct ConvertOptions {
   // index and config.json, whose absence marks OUT incomplete); false leaves OUT incomplete
   // (the hook has set the report's status and findings). May be empty. `--expect-signature`.
   std::function<bool(struct ConvertReport&)> before_finalize;
+  // Called under OUT's lock once OUT's last file (index, config.json, the manifest) is
+  // written, before the lock is released; false reports a failure (the hook has set the
+  // report's status and findings). May be empty. `--sign-key` (sign/provenance.h).
+  std::function<bool(struct ConvertReport&)> after_finalize;
+  // Files of OUT that after_finalize writes (OUT/model.sig, OUT/model.provenance): listed in
+  // OUT's manifest as ckptkit's, withdrawn with the index before anything changes.
+  std::vector<std::string> attestation_files;
 };
 
 enum class ConvertStatus { ok, input_error, usage_error, io_error };

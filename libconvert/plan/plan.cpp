@@ -11,6 +11,7 @@
 #include "formats/model_files.h"
 #include "profiles/registry.h"
 #include "model/structure_hash.h"
+#include "sign/provenance.h"
 
 namespace ckpt {
 namespace fs = std::filesystem;
@@ -45,6 +46,13 @@ bool list_side_files(const Checkpoint& ck, ConversionPlan& plan, Findings& findi
     const std::string& rel = mf.name;
     if (rel == kIndexName || rel == "config.json" || rel.ends_with(".safetensors")) continue;
     if (rel == "params.json" && plan.rewrites_params_json) continue;  // rewritten by convert
+    // IN's OMS bundle and provenance sign IN's bytes: copied into OUT they would claim to
+    // sign the output (convert --sign-key writes OUT's own, sign/provenance.h).
+    if (rel == oms::kOutputBundleName || rel == oms::kProvenanceName) {
+      findings.info("CONVERT_SIGNATURE_NOT_COPIED", rel, "", std::nullopt,
+                    rel + " signs the input's bytes, not the output's: not copied (--sign-key signs the output)");
+      continue;
+    }
     if (dequantized && std::find(quant_only.begin(), quant_only.end(), rel) != quant_only.end()) {
       plan.dropped_side_files.push_back(rel);
       continue;

@@ -271,10 +271,13 @@ bool RepackJob::lock_out_dir() {
 // The manifest marks a finished pack: an old one (--overwrite) is removed, durably, before
 // anything of OUT_DIR changes, so an interruption never pairs it with other data files.
 bool RepackJob::withdraw_manifest() {
-  const std::string path = (fs::path(out_dir_) / kPackManifestFile).string();
+  // A signed pack's bundle and provenance (sign/provenance.h) claim it finished too.
+  for (const char* name : {kPackManifestFile, "model.sig", "model.provenance"}) {
+    const std::string path = (fs::path(out_dir_) / name).string();
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      return io_fail("IO_WRITE", path, "cannot remove the old " + path + ": " + std::strerror(errno));
+  }
   std::string error;
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return io_fail("IO_WRITE", path, "cannot remove the old " + path + ": " + std::strerror(errno));
   if (!sync_directory(out_dir_, error)) return io_fail("IO_WRITE", out_dir_, error);
   return true;
 }
@@ -790,7 +793,7 @@ void RepackJob::run() {
     io_fail("IO_WRITE", out_dir_, error);
     return;
   }
-  write_manifest();
+  if (write_manifest() && options_.after_finish) options_.after_finish(r_);
 }
 
 }  // namespace

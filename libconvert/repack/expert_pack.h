@@ -35,6 +35,11 @@ struct RepackOptions {
   uint64_t tree_chunk = kSha256TreeDefaultChunk;
   // (bytes done, bytes total) over everything read and written; may be empty.
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // Called under OUT_DIR's lock once the manifest (the pack's last file) is written, before
+  // the lock is released; false reports a failure (the hook has set the report's status and
+  // findings). May be empty. `--sign-key` (sign/provenance.h: OUT_DIR/model.sig and
+  // OUT_DIR/model.provenance, which an --overwrite run withdraws with the manifest).
+  std::function<bool(struct RepackReport&)> after_finish;
 };
 
 

@@ -26,9 +26,19 @@ class Verifier {
     Statement st;
     if (!load_trust() || !read_bundle(bundle) || !check_signature(bundle) || !read_statement(bundle, st)) return;
     r_.root_digest = st.root_digest;
+    r_.statement = st;
     if (!supported(st)) return;
     check_manifest(st);
     r_.verified = !f_.has_errors();
+  }
+
+  // The envelope alone (trust, bundle, method, payload type, the DSSE signature): for a
+  // bundle whose payload is not the OMS predicate (a conversion's provenance).
+  bool envelope(std::string& payload) {
+    Bundle bundle;
+    if (!load_trust() || !read_bundle(bundle) || !check_signature(bundle)) return false;
+    payload = std::move(bundle.payload);
+    return true;
   }
 
  private:
@@ -364,6 +374,10 @@ VerifyResult verify_signature(const VerifyOptions& options) {
   VerifyResult r;
   Verifier(options, r).run();
   return r;
+}
+
+bool verify_envelope(const VerifyOptions& options, std::string& payload, VerifyResult& r) {
+  return Verifier(options, r).envelope(payload);
 }
 
 }  // namespace ckpt::oms

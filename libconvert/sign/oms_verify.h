@@ -37,9 +37,16 @@ struct VerifyResult {
   uint64_t files_checked = 0;   // listed files hashed and matched
   uint64_t bytes_hashed = 0;
   bool verified = false;        // every rule passed
+  Statement statement;          // the bundle's statement, once its signature verified
 };
 
 VerifyResult verify_signature(const VerifyOptions& options);
+
+// The envelope of `options.bundle` alone, with the trust of `options` (the same rules as
+// verify_signature up to the DSSE signature; the payload is not interpreted and no model
+// file is read): a conversion's provenance (sign/provenance.h). True with the verified
+// payload; false with findings in `r` (r.usage for a refused request).
+bool verify_envelope(const VerifyOptions& options, std::string& payload, VerifyResult& r);
 
 // Reads a whole small file the CLI names (a key, a certificate, the bundle) through the
 // project's one input open; false with an IO_READ finding naming it.

@@ -18,6 +18,7 @@
 #include "numerics/fp8.h"
 #include "numerics/int8_shift.h"
 #include "numerics/mxfp4.h"
+#include "sign/provenance.h"
 
 namespace ckpt {
 namespace {
@@ -479,6 +480,12 @@ class DeepCompare {
   std::mutex mutex_;
 };
 
+// A signed conversion's bundle and provenance (convert --sign-key, sign/provenance.h):
+// written by the conversion, checked by `ckpt verify-signature --provenance`, not here.
+bool is_signed_conversion_file(const std::string& name) {
+  return name == oms::kOutputBundleName || name == oms::kProvenanceName;
+}
+
 }  // namespace
 
 void compare_model_files(const LoadedModel& in, const ConversionPlan& plan, const LoadedModel& out, Findings& f) {
@@ -503,7 +510,7 @@ void compare_model_files(const LoadedModel& in, const ConversionPlan& plan, cons
     present.insert(mf.name);
     if (copied.count(mf.name))
       compare_side_file((fs::path(in.checkpoint.root) / mf.name).string(), mf.path, mf.name, f);
-    else if (!written.count(mf.name))
+    else if (!written.count(mf.name) && !is_signed_conversion_file(mf.name))
       f.error("REF_EXTRA_FILE", mf.name, "", std::nullopt,
               mf.name + " is in the output, but the conversion of the input writes no such file");
   }

@@ -4,7 +4,10 @@
 // input too). Invariants: an accepted bundle has one to 16 signatures, none empty, and a
 // non-empty payload; an accepted statement lists 1 to kMaxResources resources, sorted,
 // each name once, each a canonical relative path (or "." alone: a single-file model), each
-// digest lowercase hex (64 digits for sha256); a rejection always says why.
+// digest lowercase hex (64 digits for sha256); a rejection always says why. The same
+// payload goes through parse_provenance (a conversion's SLSA provenance, sign/provenance.h):
+// an accepted one has each side's files named once, sorted, plain relative names, and a
+// root digest that is the one over its files.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +15,7 @@
 
 #include "fuzz_util.h"
 #include "sign/oms_bundle.h"
+#include "sign/provenance.h"
 
 using namespace ckpt;
 
@@ -30,6 +34,15 @@ void check_statement(const oms::Statement& st) {
     if (st.serialization.hash_type == "sha256") fuzz::fuzz_check(r.digest.size() == 64, "sha256 digest not 64 digits");
   }
   if (!st.legacy) fuzz::fuzz_check(st.root_digest.size() == 64 && !st.subject_name.empty(), "bad subject accepted");
+}
+
+void check_provenance_side(const oms::Statement& side) {
+  fuzz::fuzz_check(!side.resources.empty(), "provenance side without files accepted");
+  for (size_t i = 0; i < side.resources.size(); ++i) {
+    if (i > 0) fuzz::fuzz_check(side.resources[i - 1].name < side.resources[i].name, "provenance files not sorted");
+    fuzz::fuzz_check(oms::is_canonical_relative(side.resources[i].name), "provenance file name leaves the model");
+  }
+  fuzz::fuzz_check(oms::root_digest(side.resources) == side.root_digest, "provenance root digest not recomputed");
 }
 
 }  // namespace
@@ -52,5 +65,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_statement(st);
   else
     fuzz::fuzz_check(!error.empty(), "statement rejected without a reason");
+  oms::Provenance prov;
+  error.clear();
+  if (oms::parse_provenance(b.payload.empty() ? text : std::string_view(b.payload), prov, error)) {
+    check_provenance_side(prov.input);
+    check_provenance_side(prov.output);
+  } else {
+    fuzz::fuzz_check(!error.empty(), "provenance rejected without a reason");
+  }
   return 0;
 }

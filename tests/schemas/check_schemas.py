@@ -95,6 +95,23 @@ def main() -> int:
             f.write(len(header).to_bytes(8, "little") + header)
         runs.append(("validation-report.schema.json", ["validate", "--json", "-", tmp + "/dup.safetensors"]))
         runs.append(("inspect.schema.json", ["inspect", "--json", tmp + "/dup.safetensors"]))
+        # ckpt sign / verify-signature --json: a signed conversion (--sign-key), its bundle and
+        # provenance verified (with --recompute), a failed verification, a bundle signed by sign.
+        keys = fixtures / "oms/conformance/test/assets/keys/p384"
+        trust = ["--public-key", str(keys / "signing-key-pub.pem")]
+        subprocess.run([ckpt, "convert", "-q", "--sign-key", str(keys / "signing-key.pem"), str(fixtures / "oracle/dsv4-tiny"),
+                        tmp + "/signed"], capture_output=True)
+        runs.append(("signature-report.schema.json", ["sign", "-q", "--json", "-", "--private-key", str(keys / "signing-key.pem"),
+                                                      "-o", tmp + "/tiny.sig", str(fixtures / "oracle/dsv4-tiny")]))
+        runs.append(("signature-report.schema.json", ["verify-signature", "--json", "-", *trust, "--bundle", tmp + "/tiny.sig",
+                                                      str(fixtures / "oracle/dsv4-tiny")]))
+        runs.append(("signature-report.schema.json", ["verify-signature", "--json", "-", *trust, "--provenance",
+                                                      tmp + "/signed/model.provenance", "--reference",
+                                                      str(fixtures / "oracle/dsv4-tiny"), "--recompute", tmp + "/signed"]))
+        runs.append(("signature-report.schema.json", ["verify-signature", "--json", "-", *trust, "--provenance",
+                                                      tmp + "/signed/model.provenance", "--reference",
+                                                      str(fixtures / "oracle/dsv4-edge"), tmp + "/signed"]))
+        runs.append(("signature-report.schema.json", ["verify-signature", "--json", "-", *trust, "/nonexistent"]))
         for schema_name, args in runs:
             failed += check_run(ckpt, schemas, schema_name, args)
     # Scale-out: partitions, --finalize (refused, then done) and validate --merge, in a scratch directory.

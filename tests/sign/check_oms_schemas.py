@@ -96,6 +96,17 @@ def main():
                     continue
                 e = errors(validators, json.loads(out.read_text()))
                 check(f"ckpt sign ({signer}) {model}: bundle and statement validate", not e, "; ".join(e))
+        # A signed conversion's OUT/model.sig (convert --sign-key) is an ordinary OMS bundle;
+        # its provenance is a Sigstore bundle too (its payload is SLSA, not the OMS statement).
+        conv = tmp / "conv"
+        run = subprocess.run([ckpt, "convert", "-q", "--sign-key", str(keys / "p384/signing-key.pem"),
+                              str(fixtures / "oracle/dsv4-tiny"), str(conv)], capture_output=True, text=True)
+        check("ckpt convert --sign-key", run.returncode == 0, run.stderr.strip())
+        if run.returncode == 0:
+            e = errors(validators, json.loads((conv / "model.sig").read_text()))
+            check("convert --sign-key OUT/model.sig: bundle and statement validate", not e, "; ".join(e))
+            e = [x for x in errors(validators, json.loads((conv / "model.provenance").read_text())) if x.startswith("bundle")]
+            check("convert --sign-key OUT/model.provenance: the bundle validates", not e, "; ".join(e))
     print(f"{'FAIL' if failed else 'ok'}: {failed} failed")
     return 1 if failed else 0
 

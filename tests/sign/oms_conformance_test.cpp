@@ -51,8 +51,10 @@ const std::map<std::string, std::string> kStandInKeys = {
 // a change in either direction is noticed).
 const std::map<std::string, std::string> kKnownFailures = {
     {"historical-v0.2.0-certificate",
-     "OMS_SIGNATURE: its ECDSA P-384 signature verifies under no encoding tried (the DSSE PAE or the raw payload, "
-     "SHA-256/384/512, with the bundle's certificate or any key of the suite), by ckptkit or Python's cryptography"},
+     "OMS_SIGNATURE: signed by the suite's keys/certificate/signing-key.pem (the leaf's key), but its ECDSA P-384 "
+     "signature verifies over no form of its payload (PAE with 8 payload types, raw, Base64, 40 re-serializations, "
+     "the digests; SHA-256/384/512, prehashed), by ckptkit or Python's cryptography: the payload was changed after "
+     "signing (docs/ckpt-verify-signature.md)"},
 };
 
 // The rule each failing case must be refused by (the first one broken, spec §8 in order:

@@ -9,7 +9,11 @@ ckptkit code) against ckptkit, both ways:
    the same check fails after one byte of the model changes (this verifier can fail);
 2. a bundle signed here (the Python reference client's shape: indented JSON payload,
    keyid "", tlogEntries []) verifies with `ckpt verify-signature`, and is refused after
-   one byte of the model changes (OMS_DIGEST_MISMATCH) or of the payload (OMS_SIGNATURE).
+   one byte of the model changes (OMS_DIGEST_MISMATCH) or of the payload (OMS_SIGNATURE);
+3. a signed conversion (`ckpt convert --sign-key`): OUT/model.sig verifies here as any OMS
+   bundle, and OUT/model.provenance (SLSA provenance v1 in a DSSE envelope) verifies here:
+   the signature over the PAE, OUT's and IN's files rehashed against the subject and the
+   resolvedDependencies; after one byte of IN changes, it fails here.
 
 Usage: oms_independent.py CKPT FIXTURES_DIR. Exit 0 when every check holds, 77 (skip)
 when python3-cryptography is not installed.
@@ -135,6 +139,69 @@ def flip_last_byte(path):
     pathlib.Path(path).write_bytes(bytes(data))
 
 
+ATTESTATION_EXCLUSIONS = [".ckptkit", "model.sig", "model.provenance"]
+
+
+def verify_provenance_here(provenance, out, reference, public_key):
+    """The provenance's DSSE signature over the PAE, its SLSA statement, OUT's and IN's
+    digests recomputed here. Raises on any failed rule."""
+    bundle = json.loads(pathlib.Path(provenance).read_text())
+    env = bundle["dsseEnvelope"]
+    assert env["payloadType"] == PAYLOAD_TYPE
+    payload = base64.b64decode(env["payload"], validate=True)
+    [signature] = env["signatures"]
+    key = serialization.load_pem_public_key(pathlib.Path(public_key).read_bytes())
+    key.verify(base64.b64decode(signature["sig"], validate=True), pae(PAYLOAD_TYPE, payload),
+               ec.ECDSA(HASHES[key.curve.name]()))
+    st = json.loads(payload)
+    assert st["_type"] == "https://in-toto.io/Statement/v1"
+    assert st["predicateType"] == "https://slsa.dev/provenance/v1"
+    build = st["predicate"]["buildDefinition"]
+    assert build["buildType"] == "https://ckptkit.dev/provenance/conversion/v1"
+
+    def side(descriptors, model, prefix):
+        files = {d["name"][len(prefix) + 1:]: d["digest"]["sha256"] for d in descriptors}
+        on_disk = model_digests(model, DEFAULT_IGNORES + ATTESTATION_EXCLUSIONS, "/nonexistent")
+        assert files == on_disk, f"recorded {files} != on disk {on_disk}"
+        return hashlib.sha256(b"".join(bytes.fromhex(files[n]) for n in sorted(files))).hexdigest()
+
+    root, *files = st["subject"]
+    assert root["digest"]["sha256"] == side(files, out, root["name"]), "output root digest"
+    deps = build["resolvedDependencies"]
+    assert deps[0]["annotations"]["role"] == "input-root"
+    in_files = [d for d in deps[1:] if "annotations" not in d]
+    assert deps[0]["digest"]["sha256"] == side(in_files, reference, deps[0]["name"]), "input root digest"
+    return build["externalParameters"]
+
+
+def check_signed_conversion(ckpt, fixtures, keys, tmp, check):
+    src, out = tmp / "conv-in", tmp / "conv-out"
+    shutil.copytree(fixtures / "oracle/dsv4-tiny", src)
+    pub = keys / "p384/signing-key-pub.pem"
+    run = subprocess.run([ckpt, "convert", "-q", "--experts", "int8-shift", "--sign-key",
+                          str(keys / "p384/signing-key.pem"), str(src), str(out)], capture_output=True, text=True)
+    if run.returncode != 0:
+        check("ckpt convert --sign-key", False, run.stderr)
+        return
+    try:
+        n = verify_here(out / "model.sig", out, pub, ignore=[".ckptkit", "model.provenance"])
+        check(f"a convert --sign-key OUT/model.sig verifies here: {n} files", n > 0)
+    except Exception as e:
+        check("a convert --sign-key OUT/model.sig verifies here", False, repr(e))
+    try:
+        params = verify_provenance_here(out / "model.provenance", out, src, pub)
+        check("its OUT/model.provenance verifies here (signature, subject and input digests recomputed)",
+              params["options"]["experts"] == "int8-shift", params)
+    except Exception as e:
+        check("its OUT/model.provenance verifies here", False, repr(e))
+    flip_last_byte(src / "tokenizer.json")
+    try:
+        verify_provenance_here(out / "model.provenance", out, src, pub)
+        check("this verifier refuses the provenance after one byte of IN changed", False, "it passed")
+    except AssertionError:
+        check("this verifier refuses the provenance after one byte of IN changed", True)
+
+
 def main():
     ckpt, fixtures = sys.argv[1], pathlib.Path(sys.argv[2])
     keys = fixtures / "oms/conformance/test/assets/keys"
@@ -227,6 +294,8 @@ def main():
                                  capture_output=True, text=True)
             check(f"... and refuses it after one byte of the payload changed ({name})",
                   run.returncode == 1 and "OMS_SIGNATURE" in run.stderr, run.stderr)
+        # 3. A signed conversion (convert --sign-key): OUT's bundle and the provenance verify here.
+        check_signed_conversion(ckpt, fixtures, keys, tmp, check)
     print(f"{'FAIL' if failed else 'ok'}: {failed} failed")
     return 1 if failed else 0
 
