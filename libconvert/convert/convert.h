@@ -45,6 +45,13 @@ struct ConvertOptions {
   // index and config.json, whose absence marks OUT incomplete); false leaves OUT incomplete
   // (the hook has set the report's status and findings). May be empty. `--expect-signature`.
   std::function<bool(struct ConvertReport&)> before_finalize;
+  // ckpt relayout (relayout/relayout.h) runs this machinery with its own plan and config.json
+  // (both empty for convert): make_plan in place of plan_conversion, make_config in place
+  // of the convert config rewrite (false with `error`: CFG_PARSE); `command` names the run
+  // in lock messages.
+  std::function<bool(const LoadedModel&, ConversionPlan&, Findings&)> make_plan;
+  std::function<bool(const LoadedModel&, const ConversionPlan&, std::string& config_json, std::string& error)> make_config;
+  std::string command = "ckpt convert";
 };
 
 enum class ConvertStatus { ok, input_error, usage_error, io_error };

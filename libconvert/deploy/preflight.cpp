@@ -590,7 +590,7 @@ void record_block_weights(const Model& m, const std::vector<Weight>& weights, Pr
     b.scale = w.scale ? w.scale->name : "";
     b.module = w.module;
     b.cls = w.rule->cls;
-    b.unit = split_is_expert(w.rule->split) ? "routed experts" : w.rule->cls;
+    b.unit = split_is_expert(w.rule->split) ? "FusedMoE (routed experts)" : w.rule->cls;
     b.shape = w.tensor->shape;
     b.weight_bytes = w.tensor->nbytes;
     b.scale_bytes = w.scale ? w.scale->nbytes : 0;

@@ -64,7 +64,7 @@ struct PreflightEngine {
 struct PreflightBlockWeight {
   std::string tensor, scale, module;  // names in the checkpoint (scale "" when none was found)
   std::string cls;                    // the engine's module class
-  std::string unit;                   // what an engine quantizes alike: the class, or "routed experts" (FusedMoE)
+  std::string unit;                   // what an engine quantizes alike: the class, or "FusedMoE (routed experts)": w13 and w2 alike
   std::vector<uint64_t> shape;
   uint64_t weight_bytes = 0, scale_bytes = 0;
   int64_t layer = -1;
