@@ -90,7 +90,7 @@ Command add_relayout_command(CLI::App& app) {
   c.name = kRelayout;
   c.sub = app.add_subcommand("relayout",
                              "Rewrite a block-FP8 checkpoint so that it loads at --tp/--ep: scales re-blocked exactly "
-                             "(FP8 bytes unchanged), modules that cannot be promoted to BF16");
+                             "(FP8 bytes unchanged); modules that cannot be re-blocked promoted to BF16");
   c.sub->add_option("input", args->input, "block-FP8 checkpoint directory (read only)")->required();
   c.sub->add_option("output", args->output, "output directory (new, or a previous ckptkit output with --resume/--overwrite)")
       ->required();
