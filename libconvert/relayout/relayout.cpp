@@ -29,7 +29,7 @@ bool preflight_allows(const RelayoutOptions& o, RelayoutReport& r) {
     r.findings.add(f);
     ok = false;
   }
-  if (!ok)
+  if (!ok && !p.findings.has_io_errors())
     refuse(r, p.findings.has_code("PREFLIGHT_USAGE") ? "RELAYOUT_USAGE" : "RELAYOUT_INPUT", o.input,
            "relayout fixes block divisibility only; the findings above stop the checkpoint at this deployment either way");
   return ok;
