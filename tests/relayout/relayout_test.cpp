@@ -410,6 +410,27 @@ TEST_F(Qwen3Moe, ValidateReferencePassesOnARelayoutAndCatchesAChangedScale) {
   EXPECT_TRUE(bad.has_code("REF_CONVERTED_DIFFER")) << describe(bad);
 }
 
+TEST_F(Qwen3Moe, GpuVerifyReferenceDecodesEveryReblockedWeightOnItsNewGrid) {
+  ASSERT_EQ(relayout_outcome(relayout(tmp.str("in"), tmp.str("out"), 2)), Outcome::ok);
+  const std::string args = "verify --backend emulate --reference " + tmp.str("in") + " " + tmp.str("out");
+  auto ok = test::run_tool("ckpt-gpu", "", args);
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("fp8_regrid               32 ok      0 failed"), std::string::npos) << ok.out;
+  // A re-gridded scale value changed: the device decode on the new grid differs from the input's.
+  auto out = test::load_model_checked(tmp.str("out"));
+  const ModelTensor* s = out->view.find("model.layers.1.self_attn.k_proj.weight_scale_inv");
+  ASSERT_NE(s, nullptr);
+  const std::string file = tmp.str("out/" + out->view.file_of(*s));
+  const uint64_t at = s->offset;
+  out.reset();
+  auto bytes = test::read_file(file);
+  bytes[at + 1] ^= 0x01;  // a BF16 scale's high byte: its exponent
+  test::write_file(file, bytes);
+  auto bad = test::run_tool("ckpt-gpu", "", args);
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+  EXPECT_NE((bad.out + bad.err).find("device decode on the new grid"), std::string::npos) << bad.out << bad.err;
+}
+
 TEST(Relayout, DeepSeekV3FailsAtTp2AndItsRelayoutLoadsWithEveryValueEqual) {
   test::TempDir tmp;
   const std::string in = test::fixture("families/dsv3-fp8/in");
