@@ -431,6 +431,31 @@ TEST_F(Qwen3Moe, GpuVerifyReferenceDecodesEveryReblockedWeightOnItsNewGrid) {
   EXPECT_NE((bad.out + bad.err).find("device decode on the new grid"), std::string::npos) << bad.out << bad.err;
 }
 
+TEST_F(Qwen3Moe, ValidateReferenceChecksTheRecordAgainstTheScalesAndTheConfig) {
+  ASSERT_EQ(relayout_outcome(relayout(tmp.str("in"), tmp.str("out"), 2)), Outcome::ok);
+  const std::string config = test::read_text(tmp.str("out/config.json"));
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string c = config;
+    const size_t at = c.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) c.replace(at, from.size(), to);
+    test::write_text(tmp.str("out/config.json"), c);
+    return validate_reference(tmp.str("out"), tmp.str("in"));
+  };
+  // The record says another block than the scales have: every scale is of the wrong shape.
+  const std::string record_block = "\"weight_block_size\": [\n      32,\n      32\n    ],\n    \"min_block\"";
+  auto wrong = with(record_block, "\"weight_block_size\": [\n      16,\n      32\n    ],\n    \"min_block\"");
+  EXPECT_TRUE(wrong.has_code("REF_SHAPE")) << describe(wrong);
+  // A record that is not one: refused by name, never a guess.
+  auto broken = with("\"ckptkit_relayout\": {", "\"ckptkit_relayout\": {\"x\": 1}, \"ckptkit_relayout_\": {");
+  EXPECT_TRUE(broken.has_code("REF_CONFIG")) << describe(broken);
+  // quantization_config's block disagrees with the record.
+  auto block = with("\"weight_block_size\": [\n      32,", "\"weight_block_size\": [\n      64,");  // the first: quantization_config's
+  EXPECT_TRUE(block.has_code("REF_CONFIG")) << describe(block);
+  test::write_text(tmp.str("out/config.json"), config);
+  EXPECT_FALSE(validate_reference(tmp.str("out"), tmp.str("in")).has_errors());
+}
+
 TEST(Relayout, DeepSeekV3FailsAtTp2AndItsRelayoutLoadsWithEveryValueEqual) {
   test::TempDir tmp;
   const std::string in = test::fixture("families/dsv3-fp8/in");
