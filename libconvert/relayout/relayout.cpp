@@ -29,8 +29,11 @@ bool preflight_allows(const RelayoutOptions& o, RelayoutReport& r) {
     r.findings.add(f);
     ok = false;
   }
-  if (!ok && !p.findings.has_io_errors())
-    refuse(r, p.findings.has_code("PREFLIGHT_USAGE") ? "RELAYOUT_USAGE" : "RELAYOUT_INPUT", o.input,
+  if (ok || p.findings.has_io_errors()) return ok;
+  if (p.findings.has_code("PREFLIGHT_USAGE"))
+    refuse(r, "RELAYOUT_USAGE", o.input, "the deployment asked for is not one an engine runs (above); nothing planned");
+  else
+    refuse(r, "RELAYOUT_INPUT", o.input,
            "relayout fixes block divisibility only; the findings above stop the checkpoint at this deployment either way");
   return ok;
 }
