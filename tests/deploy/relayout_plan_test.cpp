@@ -1,6 +1,8 @@
 // ckpt relayout's plan (libconvert/deploy/relayout_plan.h) from preflight's analysis, on the
 // published configs (tests/fixtures/preflight/): the block chosen, block_k changed only when a
 // row-split module needs it, promotion below --min-block, --block and --bf16, and the refusals.
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "deploy/preflight.h"
@@ -81,6 +83,45 @@ TEST(RelayoutPlan, BlockAndBf16RequestsAreCheckedAgainstTheCheckpoint) {
   RelayoutRequest everything;
   everything.bf16 = {"*"};
   EXPECT_NE(plan_relayout(r, everything).problem.find("ckpt convert"), std::string::npos);
+}
+
+// A Qwen3-Next / Qwen3.5-style hybrid from config.json alone (sglang#19045's shape): the
+// GatedDeltaNet in_proj_ba has 2 x 32 value heads = 64 rows, 8 a rank at TP 8, below any
+// kernel's block: that class alone is promoted to BF16 (it is small); the experts re-block.
+TEST(RelayoutPlan, AGatedDeltaNetProjectionOf8RowsARankIsPromotedAndTheExpertsReblocked) {
+  test::TempDir tmp;
+  std::filesystem::create_directories(tmp.str("cfg"));
+  test::write_text(tmp.str("cfg/config.json"), R"({"model_type": "qwen3_next", "architectures": ["Qwen3NextForCausalLM"],
+    "hidden_size": 2048, "num_hidden_layers": 4, "vocab_size": 1024, "num_attention_heads": 16,
+    "num_key_value_heads": 2, "head_dim": 256, "num_experts": 8, "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "full_attention_interval": 4,
+    "tie_word_embeddings": false,
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                            "weight_block_size": [128, 128]}})");
+  PreflightOptions o;
+  o.deployment = {8, 1, 1};
+  const auto r = preflight(tmp.str("cfg"), o);
+  ASSERT_FALSE(r.loads());
+  const RelayoutPlan p = plan_relayout(r, RelayoutRequest{});
+  ASSERT_EQ(p.problem, "");
+  EXPECT_EQ(p.block_n, 64u);  // moe_intermediate_size 512 / 8
+  EXPECT_EQ(p.block_k, 64u);
+  bool ba_promoted = false;
+  for (const auto& c : p.choices)
+    if (c.action == RelayoutAction::bf16) {
+      EXPECT_NE(c.unit.find("in_proj_ba"), std::string::npos) << c.unit;  // nothing else
+      EXPECT_NE(c.why.find("below --min-block 16x16"), std::string::npos) << c.why;
+      ba_promoted = true;
+    }
+  EXPECT_TRUE(ba_promoted);
+  EXPECT_EQ(p.promoted.size(), 3u);  // layers 0-2 (layer 3 is full attention)
+  EXPECT_LT(p.bf16_bytes, 3 * 64 * 2048);  // small: 64 rows x 2048 a layer
+  // Preflight's own fix text names the same plan.
+  bool fix_names_it = false;
+  for (const auto& f : r.findings.items())
+    fix_names_it |= f.message.find("BF16 for ColumnParallelLinear in_proj_ba") != std::string::npos;
+  EXPECT_TRUE(fix_names_it);
 }
 
 TEST(RelayoutPlan, ABf16CheckpointHasNothingToReblock) {
