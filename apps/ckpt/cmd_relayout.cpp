@@ -7,6 +7,7 @@
 
 #include "../cli_common.h"
 #include "commands.h"
+#include "core/partition.h"
 #include "core/progress.h"
 #include "relayout/relayout.h"
 #include "report/relayout_report.h"
@@ -18,7 +19,9 @@ constexpr const char* kRelayout = "ckpt relayout";
 
 struct RelayoutArgs {
   std::string input, output, min_block, block, memory_budget = "1G";
-  unsigned tp = 1, ep = 1;
+  std::string partition;  // "I/N" or "env"
+  unsigned tp = 1, ep = 1, partitions = 0;
+  bool finalize = false;
   std::vector<std::string> engines, bf16;
   bool dry_run = false, resume = false, overwrite = false;
   CommonFlags c;
@@ -34,6 +37,25 @@ bool parse_block(const std::string& text, uint64_t& n, uint64_t& k) {
   n = a;
   k = b;
   return true;
+}
+
+// --partition I/N or env (+ --partitions N), and --finalize's count, as ckpt convert takes them.
+bool resolve_scale_out(const RelayoutArgs& a, ckpt::RelayoutOptions& o) {
+  std::string error;
+  std::optional<uint32_t> count;
+  if (a.partitions > 0) count = a.partitions;
+  if (!a.partition.empty() && a.finalize)
+    error = "--partition writes one partition, --finalize checks them all; run them separately";
+  else if (a.partition == "env")
+    ckpt::partition_from_env(ckpt::process_env(), count, o.partition, error);
+  else if (!a.partition.empty())
+    ckpt::parse_partition(a.partition, o.partition, error);
+  else if (a.finalize)
+    o.partitions = ckpt::partition_count_from_env(ckpt::process_env(), count, error);
+  o.finalize = a.finalize;
+  if (error.empty()) return true;
+  usage_error(kRelayout, error);
+  return false;
 }
 
 ckpt::Outcome run_relayout(const RelayoutArgs& a) {
@@ -54,6 +76,7 @@ ckpt::Outcome run_relayout(const RelayoutArgs& a) {
     return usage_error(kRelayout, "--min-block '" + a.min_block + "' is not ROWSxCOLS (e.g. 32x32)");
   if (!a.block.empty() && !parse_block(a.block, o.request.block_n, o.request.block_k))
     return usage_error(kRelayout, "--block '" + a.block + "' is not ROWSxCOLS (e.g. 64x128)");
+  if (!resolve_scale_out(a, o)) return ckpt::Outcome::usage;
   if (!ckpt::parse_size(a.memory_budget, o.memory_budget))
     return usage_error(kRelayout, "--memory-budget '" + a.memory_budget + "' is not a size (e.g. 1G)");
   ckpt::Progress progress(a.c.mode(), "relayout");
@@ -111,6 +134,11 @@ Command add_relayout_command(CLI::App& app) {
   c.sub->add_flag("--resume", args->resume, "finish an interrupted relayout: shards whose record proves them are kept");
   c.sub->add_flag("--overwrite", args->overwrite, "replace a previous ckptkit output in OUT");
   c.sub->add_option("--memory-budget", args->memory_budget, "memory for buffers in flight (default 1G, at least 64M)");
+  c.sub->add_option("--partition", args->partition,
+                    "I/N or env: write only the shards of partition I of N (and their records), as ckpt convert");
+  c.sub->add_option("--partitions", args->partitions, "N for --partition env or --finalize (default: CKPT_PARTITIONS)");
+  c.sub->add_flag("--finalize", args->finalize,
+                  "verify every partition's shards, then write the index, config.json and side files");
   add_json(c.sub, args->c, "schemas/relayout-report.schema.json");
   add_common(c.sub, args->c);
   c.run = [args] { return run_relayout(*args); };

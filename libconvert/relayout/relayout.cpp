@@ -46,6 +46,9 @@ ConvertOptions convert_options(const RelayoutOptions& o, RelayoutReport& r) {
   c.resume = o.resume;
   c.overwrite = o.overwrite;
   c.memory_budget = o.memory_budget;
+  c.partition = o.partition;
+  c.finalize = o.finalize;
+  c.partitions = o.partitions;
   c.progress = o.progress;
   if (o.on_plan) c.on_plan = [&r, f = o.on_plan](const ConvertReport&) { f(r); };
   c.before_finalize = o.before_finalize;

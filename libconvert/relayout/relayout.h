@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "convert/convert.h"
+#include "core/partition.h"
 #include "core/findings.h"
 #include "core/outcome.h"
 #include "deploy/preflight.h"
@@ -27,6 +29,11 @@ struct RelayoutOptions {
   RelayoutRequest request;
   bool dry_run = false, resume = false, overwrite = false;
   uint64_t memory_budget = 1ull << 30;
+  // Scale-out as ckpt convert (docs/scaling-out.md): the shards of partition I of N only, or
+  // --finalize: every shard's record verified, then the index, config.json and side files.
+  PartitionSpec partition;
+  bool finalize = false;
+  std::optional<uint32_t> partitions;  // --finalize: the count that names partitions to rerun
   std::function<void(uint64_t done, uint64_t total)> progress;
   // Called once the plan is made and OUT checked, before the first byte is written (the CLI
   // prints the plan there); not called for a dry run.

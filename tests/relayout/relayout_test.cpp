@@ -513,6 +513,24 @@ TEST(Relayout, RefusesWhatItCannotRewrite) {
   EXPECT_EQ(test::run_ckpt("relayout -q --tp 2 --overwrite " + in + " " + out).exit_code, 0);
 }
 
+TEST(Relayout, PartitionsAndFinalizeMakeTheSameBytesAsOneRun) {
+  test::TempDir tmp;
+  write_checkpoint(tmp.str("in"), qwen3_moe_config());
+  ASSERT_EQ(relayout_outcome(relayout(tmp.str("in"), tmp.str("whole"), 2)), Outcome::ok);
+  const std::string io = tmp.str("in") + " " + tmp.str("out");
+  ASSERT_EQ(test::run_ckpt("relayout -q --tp 2 --partition 0/2 " + io).exit_code, 0);
+  // Finalizing before every partition ran names the one to rerun and writes no config.json.
+  auto early = test::run_ckpt("relayout -q --tp 2 --finalize --partitions 2 " + io);
+  EXPECT_EQ(early.exit_code, 1) << early.err;
+  EXPECT_NE(early.err.find("CONVERT_RERUN"), std::string::npos) << early.err;
+  EXPECT_FALSE(fs::exists(tmp.str("out/config.json")));
+  ASSERT_EQ(test::run_ckpt("relayout -q --tp 2 --partition 1/2 " + io).exit_code, 0);
+  auto fin = test::run_ckpt("relayout -q --tp 2 --finalize --partitions 2 " + io);
+  ASSERT_EQ(fin.exit_code, 0) << fin.err;
+  EXPECT_TRUE(model_files(tmp.str("whole")) == model_files(tmp.str("out")));
+  EXPECT_EQ(test::run_ckpt("relayout -q --tp 2 --partition 1/2 --finalize " + io).exit_code, 2);
+}
+
 TEST(Relayout, AnInterruptedRelayoutResumesToTheSameBytes) {
   test::TempDir tmp;
   write_checkpoint(tmp.str("in"), qwen3_moe_config());
