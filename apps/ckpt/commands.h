@@ -31,6 +31,7 @@ Command add_repack_command(CLI::App& app);  // apps/ckpt/cmd_repack.cpp
 Command add_hash_command(CLI::App& app);    // apps/ckpt/cmd_hash.cpp
 Command add_diff_command(CLI::App& app);    // apps/ckpt/cmd_diff.cpp
 Command add_preflight_command(CLI::App& app);  // apps/ckpt/cmd_preflight.cpp
+Command add_relayout_command(CLI::App& app);   // apps/ckpt/cmd_relayout.cpp
 Command add_sign_command(CLI::App& app);              // apps/ckpt/cmd_sign.cpp
 Command add_verify_signature_command(CLI::App& app);  // apps/ckpt/cmd_sign.cpp
 

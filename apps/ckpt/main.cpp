@@ -460,6 +460,7 @@ int main(int argc, char** argv) {
   ckptcli::Command hash = ckptcli::add_hash_command(app);
   ckptcli::Command diff = ckptcli::add_diff_command(app);
   ckptcli::Command preflight = ckptcli::add_preflight_command(app);
+  ckptcli::Command relayout = ckptcli::add_relayout_command(app);
   ckptcli::Command sign = ckptcli::add_sign_command(app);
   ckptcli::Command verify_signature = ckptcli::add_verify_signature_command(app);
 
@@ -481,7 +482,7 @@ int main(int argc, char** argv) {
   if (*validate) return ckptcli::finish(kValidate, run_validate(va));
   if (*synth) return ckptcli::finish(kSynth, run_synth(sa));
   if (*convert) return ckptcli::finish(kConvert, run_convert(ca));
-  for (const ckptcli::Command* c : {&dump, &repack, &hash, &diff, &preflight, &sign, &verify_signature})
+  for (const ckptcli::Command* c : {&dump, &repack, &hash, &diff, &preflight, &relayout, &sign, &verify_signature})
     if (*c->sub) return ckptcli::finish(c->name, c->run());
   return ckpt::exit_code_for(Outcome::usage);
 }

@@ -110,8 +110,14 @@ const std::string* config_text_of(const LoadedModel& in, const std::string& name
   return nullptr;
 }
 
-bool rewrite_input_config(const LoadedModel& in, ConvertReport& r) {
+bool rewrite_input_config(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
   if (!in.checkpoint.is_directory) return true;
+  if (o.make_config) {  // ckpt relayout's own rewrite
+    std::string error;
+    if (!in.checkpoint.config || o.make_config(in, r.plan, r.config_json, error)) return true;
+    fail(r, ConvertStatus::input_error, "CFG_PARSE", "config.json", "cannot rewrite config.json: " + error);
+    return false;
+  }
   const bool config = in.checkpoint.config != nullptr;
   if (!config && !r.plan.rewrites_params_json) return true;
   ConfigRewriteInput cri;
@@ -385,7 +391,7 @@ bool open_output(const ConvertOptions& o, const std::vector<std::string>* partit
     fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
     return false;
   }
-  std::string what = "ckpt convert";
+  std::string what = o.command;
   if (o.partition.active()) what += " --partition " + o.partition.text();
   else if (o.finalize) what += " --finalize";
   else if (o.overwrite) what += " --overwrite";
@@ -617,12 +623,12 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
                      "the input has structural errors (above); run `ckpt validate` on it and fix them first");
     return r;
   }
-  if (!plan_conversion(in, o.experts, o.remap, r.plan, r.findings)) {
+  if (!(o.make_plan ? o.make_plan(in, r.plan, r.findings) : plan_conversion(in, o.experts, o.remap, r.plan, r.findings))) {
     r.status = ConvertStatus::input_error;
     return r;
   }
   stop_point("planned, output not locked");
-  if (!rewrite_input_config(in, r)) return r;
+  if (!rewrite_input_config(in, o, r)) return r;
   r.output_mode = output_mode_for(o.input);
   std::vector<PinnedSideFile> pins;  // partitions copy no side files
   if (!o.dry_run && !o.partition.active() && !pin_side_files(in, r, pins)) return r;

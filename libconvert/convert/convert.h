@@ -52,6 +52,13 @@ struct ConvertOptions {
   // Files of OUT that after_finalize writes (OUT/model.sig, OUT/model.provenance): listed in
   // OUT's manifest as ckptkit's, withdrawn with the index before anything changes.
   std::vector<std::string> attestation_files;
+  // ckpt relayout (relayout/relayout.h) runs this machinery with its own plan and config.json
+  // (both empty for convert): make_plan in place of plan_conversion, make_config in place
+  // of the convert config rewrite (false with `error`: CFG_PARSE); `command` names the run
+  // in lock messages.
+  std::function<bool(const LoadedModel&, ConversionPlan&, Findings&)> make_plan;
+  std::function<bool(const LoadedModel&, const ConversionPlan&, std::string& config_json, std::string& error)> make_config;
+  std::string command = "ckpt convert";
 };
 
 enum class ConvertStatus { ok, input_error, usage_error, io_error };

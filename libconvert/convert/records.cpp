@@ -56,6 +56,11 @@ std::string hex_of_text(std::string_view text) { return IdentityHash().add(text)
 
 // Every parameter a shard's bytes depend on besides its inputs, as the user sets it.
 std::vector<std::pair<std::string, std::string>> conversion_params(const ConversionPlan& plan) {
+  if (plan.regrid_rows)  // ckpt relayout: the block every kept FP8 weight's scales are re-gridded to
+    return {{"weight_block_size",
+             "[" + std::to_string(plan.pairing.block_rows) + ", " + std::to_string(plan.pairing.block_cols) + "]"},
+            {"relayout_block", "[" + std::to_string(plan.regrid_rows) + ", " + std::to_string(plan.regrid_cols) + "]"},
+            {"profile", plan.profile}};
   return {{"--experts", expert_mode_name(plan.experts)},
           {"--headroom-bits", std::to_string(plan.remap.headroom)},
           {"--rounding", remap_rounding_name(plan.remap.rounding)},

@@ -20,6 +20,7 @@
 #include "numerics/fp8.h"
 #include "numerics/int8_shift.h"
 #include "numerics/mxfp4.h"
+#include "numerics/scale_regrid.h"
 #include "numerics/scale_rule.h"
 
 namespace ckpt {
@@ -174,11 +175,25 @@ void add_blocks_units(const ModelView& view, const PlannedShard& shard, size_t k
   }
 }
 
+// ckpt relayout: one unit per scale grid, read whole and written re-gridded (a grid is
+// small: one value per block; the memory budget bounds it in transform).
+void add_regrid_unit(const ModelView& view, const PlannedShard& shard, size_t k, std::vector<Unit>& units) {
+  const PlannedTensor& pt = shard.tensors[k];
+  const ModelTensor& s = view.tensors[pt.input];
+  Unit u;
+  u.k = k;
+  u.in.push_back(Segment{pt.input, s.offset, s.nbytes, true});
+  u.out_len = shard.writer_tensors[k].nbytes;
+  units.push_back(std::move(u));
+}
+
 std::vector<Unit> plan_units(const ModelView& view, const ConversionPlan& plan, const PlannedShard& shard) {
   std::vector<Unit> units;
   for (size_t k = 0; k < shard.tensors.size(); ++k) {
     size_t first = units.size();
-    if (shard.tensors[k].action == TensorAction::dequant_mxfp4_blocks)
+    if (shard.tensors[k].action == TensorAction::regrid_scale)
+      add_regrid_unit(view, shard, k, units);
+    else if (shard.tensors[k].action == TensorAction::dequant_mxfp4_blocks)
       add_blocks_units(view, shard, k, units);
     else if (is_remap(shard.tensors[k].action))
       add_remap_units(view, plan, shard, k, units);
@@ -364,6 +379,7 @@ class ShardPipeline {
     if (!w->error.empty()) return w;
     const PlannedTensor& pt = shard_.tensors[w->unit->k];
     if (pt.action == TensorAction::copy) return w;
+    if (pt.action == TensorAction::regrid_scale) return regrid(w, pt);
     if (is_remap(pt.action)) return remap(w, pt);
     if (pt.action == TensorAction::dequant_mxfp4) return dequant_experts(w, pt);
     if (pt.action == TensorAction::dequant_mxfp4_blocks) return dequant_blocks(w, pt);
@@ -376,6 +392,29 @@ class ShardPipeline {
             : dequant_fp8_rows_f32(w->in, w->unit->row_begin, grid, w->scale->f32, w->out);
     if (fault) {
       w->error = fault_text(t, pt, *fault);
+      w->error_kind = WriteStatus::input_error;
+    }
+    return w;
+  }
+
+  // ckpt relayout: the old scale grid repeated onto the new block (numerics/scale_regrid.h).
+  Work* regrid(Work* w, const PlannedTensor& pt) {
+    const ModelTensor& s = view_.tensors[pt.input];
+    const uint64_t elements = s.shape.size() == 2 ? s.shape[0] * s.shape[1] : 0;
+    const Regrid r{Fp8Grid{pt.rows, pt.k, pt.block_rows, pt.block_cols}, plan_.regrid_rows, plan_.regrid_cols,
+                   elements ? s.nbytes / elements : 0};
+    if (w->unit->out_len > options_.memory_budget / 4) {
+      w->error = view_.file_of(s) + ": scale " + s.name + " re-gridded is " + std::to_string(w->unit->out_len) +
+                 " bytes, too large for the memory budget";
+      w->error_kind = WriteStatus::input_error;
+      return w;
+    }
+    w->out.resize(w->unit->out_len);
+    if (!regrid_scales(r, w->in, w->out)) {
+      const std::string why = regrid_problem(r);
+      w->error = view_.file_of(s) + ": scale " + s.name + " cannot be re-gridded to " +
+                 std::to_string(plan_.regrid_rows) + "x" + std::to_string(plan_.regrid_cols) + ": " +
+                 (why.empty() ? "its size is not its grid's" : why);
       w->error_kind = WriteStatus::input_error;
     }
     return w;

@@ -66,6 +66,25 @@ EngineRules parse_rules() {
       b.sources = string_map(e["sources"]);
       r.block_rules.push_back(std::move(b));
     }
+  simdjson::dom::object sizes;
+  if (root["block_sizes"]["engines"].get(sizes) == simdjson::SUCCESS)
+    for (auto [engine, e] : sizes) {
+      BlockSizes b;
+      auto pair = [&](const char* key, uint64_t& n, uint64_t& k) {
+        simdjson::dom::array a;
+        if (e[key].get(a) != simdjson::SUCCESS || a.size() != 2) return;
+        int64_t x = 0, y = 0;
+        if (a.at(0).get(x) == simdjson::SUCCESS && a.at(1).get(y) == simdjson::SUCCESS && x > 0 && y > 0) {
+          n = static_cast<uint64_t>(x);
+          k = static_cast<uint64_t>(y);
+        }
+      };
+      pair("min_block", b.min_n, b.min_k);
+      pair("full_speed", b.full_n, b.full_k);
+      b.fallback = json_string(e, "fallback").value_or("");
+      b.source = json_string(e, "source").value_or("");
+      r.block_sizes[std::string(engine)] = std::move(b);
+    }
   simdjson::dom::element kernels;
   if (root["kernels"].get(kernels) != simdjson::SUCCESS) return r;
   r.architectures = strings(kernels["architectures"]);

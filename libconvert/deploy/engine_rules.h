@@ -33,11 +33,20 @@ struct FormatKernels {
   std::map<std::string, std::string> sources;                          // engine -> file
 };
 
+// The block-FP8 block sizes one engine's kernels take (ckpt relayout's --min-block default
+// and the kernels a smaller block falls back to).
+struct BlockSizes {
+  uint64_t min_n = 1, min_k = 1;    // the smallest block its generic kernels accept
+  uint64_t full_n = 0, full_k = 0;  // the block its fastest kernels require
+  std::string fallback, source;
+};
+
 struct EngineRules {
   std::vector<std::string> engines;        // "vllm", "sglang", "transformers"
   std::vector<BlockRule> block_rules;
   std::vector<std::string> architectures;  // "sm80", ...
   std::vector<FormatKernels> formats;
+  std::map<std::string, BlockSizes> block_sizes;  // engine -> its kernels' blocks
 
   const BlockRule* block_rule(const std::string& applies) const;
   const FormatKernels* kernels(const std::string& format) const;

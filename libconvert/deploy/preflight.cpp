@@ -11,6 +11,7 @@
 
 #include "deploy/config_tensors.h"
 #include "deploy/engine_rules.h"
+#include "deploy/relayout_plan.h"
 #include "formats/json.h"
 #include "formats/loader.h"
 #include "model/quant_scheme.h"
@@ -518,20 +519,6 @@ std::string working_text(const std::vector<PreflightDegree>& w, uint32_t near_tp
   return out.empty() ? "none up to tp 64" : out;
 }
 
-// The bytes re-blocking every block-FP8 weight to (bn, bk) adds (scales only; FP8 bytes unchanged).
-uint64_t reblock_cost(const Model& m, const std::vector<Weight>& weights, uint64_t bn, uint64_t bk) {
-  uint64_t extra = 0;
-  for (const auto& w : weights) {
-    if (w.format != "fp8_block" || !w.scale || w.tensor->shape.size() < 2) continue;
-    const uint64_t rows = w.tensor->shape[0], cols = w.tensor->shape[1];
-    const uint64_t old_n = ceil_div(rows, m.scheme.block_rows) * ceil_div(cols, m.scheme.block_cols);
-    const uint64_t new_n = ceil_div(rows, bn) * ceil_div(cols, bk);
-    const uint64_t elem = old_n ? w.scale->nbytes / old_n : 4;
-    if (new_n > old_n) extra += (new_n - old_n) * elem;
-  }
-  return extra;
-}
-
 uint64_t bf16_cost(const std::vector<Weight>& weights) {
   uint64_t extra = 0;
   for (const auto& w : weights)
@@ -579,22 +566,44 @@ void report_block_problems(const Model& m, const Analysis& a, PreflightReport& r
     r.findings.error("PREFLIGHT_TP_SPLIT", kNoFile, "", std::nullopt, s + ": every engine refuses it. Fix: " + fix);
 }
 
-std::string block_fix(const Model& m, const Analysis& a, const std::vector<Weight>& weights, PreflightReport& r) {
+// The fix for block problems: the degrees that load, ckpt relayout's default plan (the one
+// planning function relayout runs: deploy/relayout_plan.h) with its cost, ckpt convert.
+std::string block_fix(const Analysis& a, const std::vector<Weight>& weights, PreflightReport& r) {
   const auto& d = r.options.deployment;
-  uint64_t bn = m.scheme.block_rows, bk = m.scheme.block_cols;
-  for (const auto& [p, layers] : a.problems) {
-    if (p.dimension == "block_n") bn = std::gcd(bn, p.per_rank);
-    else bk = std::gcd(bk, p.per_rank);
-  }
   std::string fix = "degrees that load: " + working_text(r.working, d.tp);
-  if (bn && bk && a.split_problems.empty()) {
-    fix += "; or `ckpt relayout --tp " + std::to_string(d.tp) + (d.ep > 1 ? " --ep " + std::to_string(d.ep) : "") +
-           "` (issue 31, not in this build): re-block to " + std::to_string(bn) + "x" + std::to_string(bk) + ", +" +
-           std::to_string(reblock_cost(m, weights, bn, bk)) + " bytes of scales, FP8 bytes unchanged" +
-           (bk != m.scheme.block_cols ? " (block_k changes: the engine's activation groups change too)" : "");
+  if (a.split_problems.empty()) {
+    const RelayoutPlan plan = plan_relayout(r, RelayoutRequest{});
+    if (plan.problem.empty() && plan.needed)
+      fix += "; or `ckpt relayout --tp " + std::to_string(d.tp) + (d.ep > 1 ? " --ep " + std::to_string(d.ep) : "") +
+             " IN OUT`: " + relayout_summary(plan);
   }
   fix += "; or `ckpt convert IN OUT` (block FP8 -> BF16, exact: +" + std::to_string(bf16_cost(weights)) + " bytes)";
   return fix;
+}
+
+// Each block-FP8 weight with the per-rank sizes its block must divide (relayout plans from it).
+void record_block_weights(const Model& m, const std::vector<Weight>& weights, PreflightReport& r) {
+  for (const auto& w : weights) {
+    if (w.format != "fp8_block") continue;
+    PreflightBlockWeight b;
+    b.tensor = w.tensor->name;
+    b.scale = w.scale ? w.scale->name : "";
+    b.module = w.module;
+    b.cls = w.rule->cls;
+    b.unit = split_is_expert(w.rule->split) ? "FusedMoE (routed experts)" : w.rule->cls;
+    b.shape = w.tensor->shape;
+    b.weight_bytes = w.tensor->nbytes;
+    b.scale_bytes = w.scale ? w.scale->nbytes : 0;
+    b.layer = w.layer;
+    std::vector<Problem> ps;
+    block_problems(m, w, partition_of(m, w, r.options.deployment), ps);
+    for (const auto& p : ps) {
+      bool stops = false;
+      for (const auto& e : r.engines) stops = stops || behaviour(p, e) != BlockBehaviour::ok;
+      if (stops) (p.dimension == "block_n" ? b.rows : b.cols).push_back(p.per_rank);
+    }
+    r.block_weights.push_back(std::move(b));
+  }
 }
 
 void check_kernels(const std::vector<Weight>& weights, const Model& m, PreflightReport& r) {
@@ -786,7 +795,8 @@ PreflightReport preflight(const std::string& path, const PreflightOptions& optio
   for (const auto& w : weights) moe = moe || split_is_expert(w.rule->split);
   r.working = working_degrees(m, weights, r.engines, moe);
   r.rank_bytes = largest_rank_bytes(m, d, weights);
-  if (!a.problems.empty() || !a.split_problems.empty()) report_block_problems(m, a, r, block_fix(m, a, weights, r));
+  record_block_weights(m, weights, r);
+  if (!a.problems.empty() || !a.split_problems.empty()) report_block_problems(m, a, r, block_fix(a, weights, r));
   summarise_modules(m, weights, a, r);
   check_kernels(weights, m, r);
   check_memory(r);

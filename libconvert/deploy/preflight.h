@@ -59,6 +59,21 @@ struct PreflightEngine {
   std::string why;  // the finding codes that stop it ("" when it loads)
 };
 
+// One block-FP8 weight as the deployment cuts it: what ckpt relayout plans from
+// (deploy/relayout_plan.h), filled by the same analysis as the findings.
+struct PreflightBlockWeight {
+  std::string tensor, scale, module;  // names in the checkpoint (scale "" when none was found)
+  std::string cls;                    // the engine's module class
+  std::string unit;                   // what an engine quantizes alike: the class, or "FusedMoE (routed experts)": w13 and w2 alike
+  std::vector<uint64_t> shape;
+  uint64_t weight_bytes = 0, scale_bytes = 0;
+  int64_t layer = -1;
+  // Per-rank (or per-part) sizes the block must divide for an engine asked about to load the
+  // weight right: block_n must divide every `rows`, block_k every `cols`. Empty when it loads.
+  std::vector<uint64_t> rows, cols;
+  bool fails() const { return !rows.empty() || !cols.empty(); }
+};
+
 struct PreflightDegree {
   uint32_t tp = 1, ep = 1;
   uint64_t rank_bytes = 0;
@@ -76,6 +91,7 @@ struct PreflightReport {
   uint64_t tensors = 0, total_bytes = 0, rank_bytes = 0;
   std::vector<PreflightDegree> working;  // TP / EP degrees whose block rules pass
   std::vector<PreflightEngine> per_engine;  // each considered engine's verdict
+  std::vector<PreflightBlockWeight> block_weights;  // every block-FP8 linear weight
   Findings findings;
   bool loads() const { return !findings.has_errors(); }
 };

@@ -149,11 +149,22 @@ enum Dropped : uint8_t { kKept = 0, kConsumedScale = 1, kConsumedByRemap = 2 };
 
 void classify(const ModelView& view, ExpertMode experts, const std::vector<Fp8Pair>& pairs,
               const std::vector<Mxfp4BlocksPair>& blocks, const std::vector<FusedMatrix>& fused,
-              std::vector<PlannedTensor>& fate, std::vector<uint8_t>& dropped, ConversionPlan& plan) {
+              std::vector<PlannedTensor>& fate, std::vector<uint8_t>& dropped, ConversionPlan& plan,
+              const RegridRequest* regrid = nullptr) {
   fate.assign(view.tensors.size(), PlannedTensor{});
   dropped.assign(view.tensors.size(), kKept);
   for (size_t i = 0; i < view.tensors.size(); ++i) fate[i].input = i;
   for (const auto& p : pairs) {
+    if (regrid && !std::binary_search(regrid->promoted.begin(), regrid->promoted.end(), view.tensors[p.weight].name)) {
+      // ckpt relayout: the FP8 bytes (and any activation scale) stay, the block scale is re-gridded.
+      PlannedTensor& s = fate[p.scale];
+      s.action = TensorAction::regrid_scale;
+      s.block_rows = p.block_rows;
+      s.block_cols = p.block_cols;
+      s.rows = view.tensors[p.weight].shape[0];
+      s.k = view.tensors[p.weight].shape[1];
+      continue;
+    }
     fate[p.weight].action = p.f32_scale ? TensorAction::dequant_f32 : TensorAction::dequant_e8m0;
     fate[p.weight].scale = p.scale;
     fate[p.weight].block_rows = p.block_rows;
@@ -265,8 +276,13 @@ bool plan_shard(const LoadedModel& in, const ConversionPlan& plan, uint32_t file
       ++(dropped[i] == kConsumedScale ? shard.dropped_scales : shard.consumed_expert_tensors);
       continue;
     }
-    bool convert = fate[i].action != TensorAction::copy;
+    bool convert = fate[i].action != TensorAction::copy && fate[i].action != TensorAction::regrid_scale;
     std::vector<uint64_t> shape = t.shape;
+    if (fate[i].action == TensorAction::regrid_scale) {  // [ceil(rows / new), ceil(cols / new)]
+      shape = {fp8_scale_rows(Fp8Grid{fate[i].rows, fate[i].k, plan.regrid_rows, plan.regrid_cols}),
+               fp8_scale_cols(Fp8Grid{fate[i].rows, fate[i].k, plan.regrid_rows, plan.regrid_cols})};
+      ++shard.regridded_scales;
+    }
     std::string name = t.name;
     if (fate[i].action == TensorAction::dequant_mxfp4) {  // [N, K/2] packed -> [N, K]
       shape[1] *= 2;
@@ -285,7 +301,7 @@ bool plan_shard(const LoadedModel& in, const ConversionPlan& plan, uint32_t file
                   output_source(view, fate[i]) + ", both in " + shard.name);
       return false;
     }
-    (convert ? shard.converted : shard.copied) += 1;
+    if (fate[i].action != TensorAction::regrid_scale) (convert ? shard.converted : shard.copied) += 1;
   }
   // A fused matrix lives in the shard of its expert 0's w1 weight.
   for (size_t m = 0; m < plan.fused.size(); ++m)
@@ -312,6 +328,7 @@ void add_totals(const ModelView& view, ConversionPlan& plan) {
     plan.dropped_scales += s.dropped_scales;
     plan.consumed_expert_tensors += s.consumed_expert_tensors;
     plan.dequantized_experts += s.dequantized_experts;
+    plan.regridded_scales += s.regridded_scales;
     plan.bytes_in += s.input_bytes;
     plan.shard_bytes_out += s.file_bytes;
     for (const auto& w : s.writer_tensors) {
@@ -379,6 +396,41 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
   }
   if (!check_output_names(in.view, plan, findings)) return false;
   add_totals(in.view, plan);  // before the side files: output_has_fp8 decides hf_quant_config.json's fate
+  if (!list_side_files(in.checkpoint, plan, findings)) return false;
+  plan.source_structure_sha256 = structure_hash_of(in.view);
+  return true;
+}
+
+bool plan_regrid(const LoadedModel& in, const RegridRequest& request, ConversionPlan& plan, Findings& findings) {
+  plan = ConversionPlan{};
+  plan.regrid_rows = request.block_rows;
+  plan.regrid_cols = request.block_cols;
+  if (in.format != ModelFormat::safetensors) {
+    findings.error("RELAYOUT_INPUT", in.path, "", std::nullopt, "relayout reads safetensors checkpoints, not GGUF");
+    return false;
+  }
+  if (!request.block_rows || !request.block_cols || !std::is_sorted(request.promoted.begin(), request.promoted.end())) {
+    findings.error("CONVERT_INTERNAL", in.path, "", std::nullopt, "a relayout request without a block");
+    return false;
+  }
+  plan.profile = detect_profile(in);
+  Findings pairing;
+  plan.pairing = pairing_options_for(in, plan.profile, pairing);
+  plan.quant_profile = plan.pairing.scheme.profile;
+  std::vector<Fp8Pair> pairs;
+  std::vector<Mxfp4BlocksPair> blocks;
+  check_fp8_pairing(in.view, plan.pairing, pairing, &pairs, &blocks);
+  findings.append(pairing);
+  if (pairing.has_errors()) return false;
+  std::vector<PlannedTensor> fate;
+  std::vector<uint8_t> dropped;
+  classify(in.view, ExpertMode::keep, pairs, blocks, plan.fused, fate, dropped, plan, &request);
+  for (uint32_t file = 0; file < in.view.files.size(); ++file) {
+    plan.shards.emplace_back();
+    if (!plan_shard(in, plan, file, fate, dropped, plan.shards.back(), findings)) return false;
+  }
+  if (!check_output_names(in.view, plan, findings)) return false;
+  add_totals(in.view, plan);
   if (!list_side_files(in.checkpoint, plan, findings)) return false;
   plan.source_structure_sha256 = structure_hash_of(in.view);
   return true;

@@ -49,6 +49,10 @@ enum class TensorAction : uint8_t {
   // gpt-oss X_blocks U8 [E, R, K/32, 16] x X_scales E8M0 [E, R, K/32] -> BF16 X [E, K, R]:
   // each expert dequantized (exact) then transposed, the layout of the BF16 release.
   dequant_mxfp4_blocks,
+  // ckpt relayout: a block-FP8 scale grid re-gridded to the plan's regrid block, each old
+  // scale repeated for its sub-blocks (numerics/scale_regrid.h); input = the old scale,
+  // rows x k = its weight's shape, block_rows x block_cols = the weight's old block.
+  regrid_scale,
 };
 
 inline bool is_remap(TensorAction a) {
@@ -82,6 +86,7 @@ struct PlannedShard {
   uint64_t converted = 0, copied = 0, dropped_scales = 0;
   uint64_t consumed_expert_tensors = 0;  // per-expert MXFP4 tensors folded into fused INT8-shift ones
   uint64_t dequantized_experts = 0;      // --experts bf16: MXFP4 expert weights written as BF16 (in `converted`)
+  uint64_t regridded_scales = 0;         // ckpt relayout: scale grids re-gridded (neither converted nor copied)
 };
 
 struct ConversionPlan {
@@ -114,6 +119,10 @@ struct ConversionPlan {
   // --experts bf16: MXFP4 expert weights dequantized, the input bytes they and their scales
   // take, and the BF16 bytes they become (4x the packed weights: the dry run says so).
   uint64_t dequantized_experts = 0, expert_bytes_in = 0, expert_bytes_out = 0;
+  // ckpt relayout (plan_regrid): the one new block of every FP8 weight kept (0: not a
+  // relayout), and the scale grids re-gridded to it.
+  uint64_t regrid_rows = 0, regrid_cols = 0;
+  uint64_t regridded_scales = 0;
 };
 
 // Plans the conversion of a loaded (and structurally valid) input checkpoint. Returns
@@ -122,6 +131,17 @@ struct ConversionPlan {
 // experts under --experts int8-shift (the remap reads the per-expert w1/w2/w3 layout).
 bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptions& remap, ConversionPlan& plan,
                      Findings& findings);
+
+// ckpt relayout's conversion (relayout/relayout.h): every FP8 weight and its activation
+// scales copied byte for byte, its block scale re-gridded to [block_rows, block_cols]
+// (regrid_scale), except the weights named in `promoted`, which are dequantized to BF16 as
+// convert does (their scales dropped); every other tensor copied. The same shards, side
+// files (a quantization-only file stays: FP8 is left) and checks as plan_conversion.
+struct RegridRequest {
+  uint64_t block_rows = 0, block_cols = 0;
+  std::vector<std::string> promoted;  // weight tensor names, sorted
+};
+bool plan_regrid(const LoadedModel& in, const RegridRequest& request, ConversionPlan& plan, Findings& findings);
 
 // Every input view tensor whose bytes the output tensor `t` is computed from: its input,
 // its scale, the weights and scales of its fused matrix. The resume identity of a shard

@@ -19,6 +19,8 @@
 #include "numerics/int8_shift.h"
 #include "numerics/mxfp4.h"
 #include "sign/provenance.h"
+#include "numerics/scale_regrid.h"
+#include "relayout/relayout_config.h"
 
 namespace ckpt {
 namespace {
@@ -92,7 +94,44 @@ void compare_quant_side_files(const ConversionPlan& plan, const LoadedModel& out
             "params.json still has its quantization section although nothing quantized is left");
 }
 
+// A relayout output's config.json: the recorded blocks are IN's and the one its scales have,
+// quantization_config says the new block, and its exclusion lists name every BF16 module.
+void compare_relayout_config(const LoadedModel& out, const ConversionPlan& plan, Findings& f) {
+  const auto root = out.checkpoint.config->root();
+  RelayoutRecord rec;
+  std::string error;
+  if (!read_relayout_record(root, rec, error)) {
+    f.error("REF_CONFIG", "config.json", "", std::nullopt, error);
+    return;
+  }
+  if (rec.old_n != plan.pairing.block_rows || rec.old_k != plan.pairing.block_cols)
+    f.error("REF_CONFIG", "config.json", "", std::nullopt,
+            "ckptkit_relayout.weight_block_size_before is [" + std::to_string(rec.old_n) + ", " + std::to_string(rec.old_k) +
+                "]; the input's weight_block_size is [" + std::to_string(plan.pairing.block_rows) + ", " +
+                std::to_string(plan.pairing.block_cols) + "]");
+  auto q = json_get(root, "quantization_config");
+  auto block = q ? json_get(*q, "weight_block_size") : std::nullopt;
+  const std::string want = "[" + std::to_string(rec.block_n) + "," + std::to_string(rec.block_k) + "]";
+  if (!block || json_to_string(*block) != want)
+    f.error("REF_CONFIG", "config.json", "", std::nullopt,
+            "quantization_config.weight_block_size is " + (block ? json_to_string(*block) : std::string("missing")) +
+                "; the relayout re-gridded the scales to " + want);  // (block text: compact JSON)
+  for (std::string_view key : {"ignored_layers", "modules_to_not_convert"}) {
+    auto list = q ? json_get(*q, key) : std::nullopt;
+    if (!list) continue;
+    const std::string text = json_to_string(*list);
+    for (const auto& m : rec.bf16_modules)
+      if (text.find(json_quote(m)) == std::string::npos)
+        f.error("REF_CONFIG", "config.json", "", std::nullopt,
+                "quantization_config." + std::string(key) + " lacks " + m + ", which the relayout wrote in BF16");
+  }
+}
+
 void compare_config(const LoadedModel& in, const ConversionPlan& plan, const LoadedModel& out, Findings& f) {
+  if (plan.regrid_rows) {
+    if (out.checkpoint.config) compare_relayout_config(out, plan, f);
+    return;
+  }
   compare_quant_side_files(plan, out, f);
   if (!in.checkpoint.config) return;
   const JsonDoc* cfg = out.checkpoint.config.get();
@@ -144,6 +183,10 @@ constexpr std::string_view kRewrittenParamsMembers[] = {"quantization", "ckptkit
 // quantization_config members the rewrite sets (the rest of it is copied or defaulted only
 // when the input lacks them, so an input member must come out unchanged).
 constexpr std::string_view kRewrittenQuantMembers[] = {"quant_method", "ignored_layers", "modules_to_not_convert"};
+// What ckpt relayout changes (relayout/relayout_config.h): the block and the exclusion lists
+// in quantization_config, and its own record; torch_dtype and the rest stay.
+constexpr std::string_view kRelayoutConfigMembers[] = {"quantization_config", "ckptkit_relayout"};
+constexpr std::string_view kRelayoutQuantMembers[] = {"weight_block_size", "ignored_layers", "modules_to_not_convert"};
 
 template <size_t N>
 bool listed(const std::string_view (&names)[N], std::string_view key) {
@@ -192,6 +235,15 @@ const JsonDoc* side_config(const Checkpoint& c, const std::string& name) {
 // config.json and params.json member by member against the input's: only the documented
 // rewrite may differ.
 void compare_config_members(const LoadedModel& in, const ConversionPlan& plan, const LoadedModel& out, Findings& f) {
+  if (in.checkpoint.config && out.checkpoint.config && plan.regrid_rows) {
+    const auto a = in.checkpoint.config->root(), b = out.checkpoint.config->root();
+    compare_members(a, b, "config.json", "", kRelayoutConfigMembers, f);
+    auto qa = json_get(a, "quantization_config");
+    auto qb = json_get(b, "quantization_config");
+    if (qa && qb) compare_members(*qa, *qb, "config.json", "quantization_config.", kRelayoutQuantMembers, f);
+    else f.error("REF_CONFIG", "config.json", "", std::nullopt, "quantization_config is missing on one side");
+    return;
+  }
   if (in.checkpoint.config && out.checkpoint.config) {
     const auto a = in.checkpoint.config->root(), b = out.checkpoint.config->root();
     compare_members(a, b, "config.json", "", kRewrittenConfigMembers, f);
@@ -264,6 +316,7 @@ class DeepCompare {
     const ModelTensor& src = in_.view.tensors[e.planned->input];
     if (e.planned->action == TensorAction::dequant_mxfp4) return compare_experts(e, src, *dst, message, offset);
     if (e.planned->action == TensorAction::dequant_mxfp4_blocks) return compare_blocks(e, src, *dst, message, offset);
+    if (e.planned->action == TensorAction::regrid_scale) return compare_regrid(e, src, *dst, message, offset);
     return e.planned->action == TensorAction::copy ? compare_copy(src, *dst, message, offset)
                                                    : compare_dequant(e, src, *dst, message, offset);
   }
@@ -394,6 +447,94 @@ class DeepCompare {
         message = "expert " + std::to_string(expert) + " differs from the INT8-shift remap of the input at byte " +
                   std::to_string(i) + " of its slab: output " + std::to_string(got[i]) + ", expected " +
                   std::to_string(want[i]);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The FP8 weight a scale belongs to (P.weight_scale_inv, P.weight_scale, P.scale -> P.weight or P).
+  static const ModelTensor* weight_of(const LoadedModel& m, const std::string& scale) {
+    for (std::string_view suffix : {".weight_scale_inv", ".weight_scale", ".scale"})
+      if (scale.ends_with(suffix)) {
+        const std::string module = scale.substr(0, scale.size() - suffix.size());
+        if (const ModelTensor* w = m.view.find(module + ".weight")) return w;
+        return m.view.find(module);
+      }
+    return nullptr;
+  }
+
+  static bool read_grid(const LoadedModel& m, const ModelTensor& s, std::vector<uint8_t>& bytes, std::vector<float>& f32,
+                        std::string& message) {
+    bytes.resize(s.nbytes);
+    IoError err;
+    if (!m.checkpoint.shards[s.file].file.read_at(s.offset, bytes, err)) {
+      message = "cannot read scale " + s.name + ": " + err.message;
+      return false;
+    }
+    if (s.dtype && (*s.dtype == Dtype::F8_E8M0 || *s.dtype == Dtype::U8)) return true;
+    if (!(s.dtype && scale_grid_to_f32(*s.dtype, bytes, f32))) {
+      message = "scale " + s.name + " is " + s.type + ", not a block scale";
+      return false;
+    }
+    return true;
+  }
+
+  // ckpt relayout: the re-gridded scale is the old one repeated (byte for byte), and its
+  // weight dequantized with it on the new grid equals the input's dequantization on the old
+  // one, every element (the exact dequantizer convert uses, numerics/fp8.h).
+  bool compare_regrid(const Expected& e, const ModelTensor& src, const ModelTensor& dst, std::string& message,
+                      uint64_t& offset) {
+    const PlannedTensor& pt = *e.planned;
+    const ModelTensor* w_in = weight_of(in_, src.name);
+    const ModelTensor* w_out = weight_of(out_, dst.name);
+    if (!w_in || !w_out || w_in->shape.size() != 2 || w_out->shape != w_in->shape) {
+      message = "the FP8 weight of scale " + src.name + " is missing or of another shape in the output";
+      return false;
+    }
+    std::vector<uint8_t> grid_in, grid_out;
+    std::vector<float> f32_in, f32_out;
+    if (!read_grid(in_, src, grid_in, f32_in, message) || !read_grid(out_, dst, grid_out, f32_out, message)) return false;
+    const uint64_t elements = src.shape.size() == 2 ? src.shape[0] * src.shape[1] : 0;
+    const Regrid r{Fp8Grid{pt.rows, pt.k, pt.block_rows, pt.block_cols}, plan_.regrid_rows, plan_.regrid_cols,
+                   elements ? src.nbytes / elements : 0};
+    std::vector<uint8_t> want(regrid_output_bytes(r));
+    if (!regrid_scales(r, grid_in, want) || want != grid_out) {
+      uint64_t i = 0;
+      while (i < want.size() && i < grid_out.size() && want[i] == grid_out[i]) ++i;
+      offset = dst.offset + i;
+      message = "re-gridded scale differs from the input's block scale repeated at byte " + std::to_string(i);
+      return false;
+    }
+    const Fp8Grid g_in{pt.rows, pt.k, pt.block_rows, pt.block_cols}, g_out{pt.rows, pt.k, plan_.regrid_rows, plan_.regrid_cols};
+    const bool e8m0 = f32_in.empty();
+    const uint64_t rows_per_step = std::max<uint64_t>(1, kCompareStep / std::max<uint64_t>(1, pt.k));
+    std::vector<uint8_t> a(rows_per_step * pt.k), b(a.size()), va(2 * a.size()), vb(2 * a.size());
+    for (uint64_t row = 0; row < pt.rows; row += rows_per_step) {
+      const uint64_t n = std::min(rows_per_step, pt.rows - row) * pt.k;
+      IoError err;
+      if (!in_file(*w_in).read_at(w_in->offset + row * pt.k, std::span<uint8_t>(a.data(), n), err) ||
+          !out_file(*w_out).read_at(w_out->offset + row * pt.k, std::span<uint8_t>(b.data(), n), err)) {
+        message = "read failed: " + err.message;
+        return false;
+      }
+      std::span<const uint8_t> ca(a.data(), n), cb(b.data(), n);
+      std::span<uint8_t> oa(va.data(), 2 * n), ob(vb.data(), 2 * n);
+      auto fa = e8m0 ? dequant_fp8_rows_e8m0(ca, row, g_in, grid_in, oa) : dequant_fp8_rows_f32(ca, row, g_in, f32_in, oa);
+      auto fb = e8m0 ? dequant_fp8_rows_e8m0(cb, row, g_out, grid_out, ob) : dequant_fp8_rows_f32(cb, row, g_out, f32_out, ob);
+      if (fa || fb) {
+        if (fa && fb && fa->kind == fb->kind && fa->element == fb->element) continue;  // the same fault on both sides
+        message = std::string("the output's ") + w_out->name + " dequantizes with a fault the input's does not have";
+        return false;
+      }
+      if (std::memcmp(va.data(), vb.data(), 2 * n) != 0) {
+        uint64_t i = 0;
+        while (va[2 * i] == vb[2 * i] && va[2 * i + 1] == vb[2 * i + 1]) ++i;
+        const uint64_t element = row * pt.k + i;
+        offset = dst.offset;
+        message = w_out->name + " dequantized on the new grid differs from the input's at element " +
+                  std::to_string(element) + " (row " + std::to_string(element / pt.k) + ", column " +
+                  std::to_string(element % pt.k) + ")";
         return false;
       }
     }
@@ -545,6 +686,25 @@ ExpertMode detect_conversion_mode(const LoadedModel& out, RemapOptions& remap) {
   return ExpertMode::int8_shift;
 }
 
+bool reference_plan(const LoadedModel& in, const LoadedModel& out, ConversionPlan& plan, Findings& f) {
+  const JsonDoc* cfg = out.checkpoint.config.get();
+  if (cfg && json_get(cfg->root(), "ckptkit_relayout")) {
+    RelayoutRecord rec;
+    std::string error;
+    if (!read_relayout_record(cfg->root(), rec, error)) {
+      f.error("REF_CONFIG", "config.json", "", std::nullopt, error);
+      return false;
+    }
+    std::vector<std::string> fp8;
+    for (const auto& t : in.view.tensors)
+      if (t.type == "F8_E4M3" || t.type == "F8_E4M3FNUZ") fp8.push_back(t.name);
+    return plan_regrid(in, RegridRequest{rec.block_n, rec.block_k, promoted_weights(rec, fp8)}, plan, f);
+  }
+  RemapOptions remap;
+  const ExpertMode mode = detect_conversion_mode(out, remap);
+  return plan_conversion(in, mode, remap, plan, f);
+}
+
 void check_against_reference(const LoadedModel& out, const std::string& reference_path, bool deep, Findings& f) {
   LoadedModel in;
   Findings in_findings;
@@ -556,9 +716,7 @@ void check_against_reference(const LoadedModel& out, const std::string& referenc
   }
   ConversionPlan plan;
   Findings plan_findings;
-  RemapOptions remap;
-  ExpertMode mode = detect_conversion_mode(out, remap);
-  if (!plan_conversion(in, mode, remap, plan, plan_findings)) {
+  if (!reference_plan(in, out, plan, plan_findings)) {
     for (auto x : plan_findings.items())
       if (x.severity == Severity::error) f.add(x);
     f.error("REF_INPUT", reference_path, "", std::nullopt, "the reference input cannot be converted");

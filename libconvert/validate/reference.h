@@ -32,4 +32,9 @@ void compare_model_files(const LoadedModel& in, const ConversionPlan& plan, cons
 void check_against_reference(const LoadedModel& out, const std::string& reference_path, bool deep,
                              Findings& findings);
 
+// The plan OUT is checked against: a ckpt relayout output (config.json's ckptkit_relayout)
+// against plan_regrid of IN with the block and BF16 modules it records (relayout/relayout_config.h),
+// any other output against plan_conversion of IN in the mode detect_conversion_mode finds.
+bool reference_plan(const LoadedModel& in, const LoadedModel& out, ConversionPlan& plan, Findings& findings);
+
 }  // namespace ckpt

@@ -38,6 +38,17 @@ uint64_t mxfp4_rows_per_step(uint64_t k, uint64_t chunk) {
   return std::max<uint64_t>(1, std::min(2 * chunk, kStepElems) / std::max<uint64_t>(1, k));
 }
 
+// The FP8 weight of a block scale (P.weight_scale_inv, P.weight_scale, P.scale -> P.weight or P).
+const ModelTensor* fp8_weight_of(const LoadedModel& m, const std::string& scale) {
+  for (std::string_view suffix : {".weight_scale_inv", ".weight_scale", ".scale"})
+    if (scale.ends_with(suffix)) {
+      const std::string module = scale.substr(0, scale.size() - suffix.size());
+      if (const ModelTensor* w = m.view.find(module + ".weight")) return w;
+      return m.view.find(module);
+    }
+  return nullptr;
+}
+
 uint64_t fp8_job_memory(const ModelTensor& src, const ModelTensor& scale, uint64_t chunk) {
   const uint64_t cols = src.shape.size() > 1 ? std::max<uint64_t>(1, src.shape[1]) : 1;
   const uint64_t step = std::min(src.nbytes, fp8_rows_per_step(cols, chunk) * cols);
@@ -229,6 +240,13 @@ class CheckpointVerifier : public Verifier {
           case TensorAction::dequant_mxfp4_blocks:  // gpt-oss experts: one job per expert
             GptOssExpertVerifier::plan(be, o, in, out, pt, *dst, jobs);
             break;
+          case TensorAction::regrid_scale: {  // ckpt relayout: OUT's weight on its new grid, on the device
+            const ModelTensor* w = fp8_weight_of(out, dst->name);
+            if (!w || !w->payload_ok) break;  // reported by the reference check
+            job(fp8_job_memory(*w, *dst, be.max_chunk_bytes()) + 4 * in.view.tensors[pt.input].nbytes,
+                &CheckpointVerifier::planned_regrid);
+            break;
+          }
         }
       }
     }
@@ -267,6 +285,66 @@ class CheckpointVerifier : public Verifier {
                    const ModelTensor& dst) {
     verify_fp8(in, plan, pt, in.view.tensors[pt.input], &out, &dst);
   }
+  // ckpt relayout: OUT's FP8 weight decoded by the device with OUT's re-gridded scales on the
+  // new block equals the CPU's exact decode of IN's weight with IN's scales on the old one.
+  void planned_regrid(const LoadedModel& in, const LoadedModel& out, const ConversionPlan& plan, const PlannedTensor& pt,
+                      const ModelTensor& dst) {
+    const ModelTensor& in_scale = in.view.tensors[pt.input];
+    const ModelTensor* in_w = fp8_weight_of(in, in_scale.name);
+    const ModelTensor* out_w = fp8_weight_of(out, dst.name);
+    const std::string file = out.view.file_of(dst);
+    VerifyCheck& c = add_check("fp8_regrid", out_w ? out_w->name : dst.name, "", in_w ? in_w->nbytes : 0,
+                               "CPU decode of reference " + path_of(in, in_scale) + " with " + in_scale.name +
+                                   " on its " + std::to_string(pt.block_rows) + "x" + std::to_string(pt.block_cols) +
+                                   " block");
+    if (!in_w || !out_w || in_w->shape != out_w->shape || in_w->shape.size() != 2)
+      return fail(c, "VERIFY_INPUT", file, dst.offset, "the FP8 weight of scale " + dst.name + " is missing or differs in shape",
+                  &dst.name);
+    const Fp8Grid g_in{pt.rows, pt.k, pt.block_rows, pt.block_cols}, g_out{pt.rows, pt.k, plan.regrid_rows, plan.regrid_cols};
+    const bool e8m0 = in_scale.dtype && (*in_scale.dtype == Dtype::F8_E8M0 || *in_scale.dtype == Dtype::U8);
+    const Fp8ScaleKind kind = e8m0 ? Fp8ScaleKind::e8m0 : Fp8ScaleKind::f32;
+    std::vector<uint8_t> grid_in(in_scale.nbytes), grid_out(dst.nbytes);
+    if (!read(file_of(in, in_scale), in_scale.offset, grid_in, &c) || !read(file_of(out, dst), dst.offset, grid_out, &c)) return;
+    std::vector<float> f32_in, f32_out;
+    if (!e8m0) {
+      if (!in_scale.dtype || !dst.dtype || !scale_grid_to_f32(*in_scale.dtype, grid_in, f32_in) ||
+          !scale_grid_to_f32(*dst.dtype, grid_out, f32_out))
+        return fail(c, "VERIFY_INPUT", file, dst.offset, "scale dtype " + dst.type + " cannot be widened to F32 multipliers",
+                    &dst.name);
+      grid_out.resize(4 * f32_out.size());
+      if (!f32_out.empty()) std::memcpy(grid_out.data(), f32_out.data(), grid_out.size());
+    }
+    const uint64_t rows_per_step = fp8_rows_per_step(pt.k, chunk_bytes());
+    const uint64_t step = std::min(rows_per_step, pt.rows) * pt.k;
+    std::vector<uint8_t> a(step), b(step), want_bytes(2 * step);
+    std::vector<uint16_t> got(step), want(step);
+    for (uint64_t row = 0; row < pt.rows; row += rows_per_step) {
+      const uint64_t n = std::min(rows_per_step, pt.rows - row) * pt.k;
+      std::span<uint8_t> sa(a.data(), n), sb(b.data(), n), wb(want_bytes.data(), 2 * n);
+      if (!read(file_of(in, *in_w), in_w->offset + row * pt.k, sa, &c) ||
+          !read(file_of(out, *out_w), out_w->offset + row * pt.k, sb, &c))
+        return;
+      if (auto fault = e8m0 ? dequant_fp8_rows_e8m0(sa, row, g_in, grid_in, wb) : dequant_fp8_rows_f32(sa, row, g_in, f32_in, wb))
+        return fail(c, "VERIFY_INPUT", in.view.file_of(*in_w), in_w->offset + fault->element,
+                    std::string("FP8 tensor cannot be dequantized: ") + fp8_fault_name(fault->kind), &in_w->name);
+      std::string error;
+      if (!be_.fp8_to_bf16(sb, row, g_out, kind, grid_out, std::span<uint16_t>(got.data(), n), error)) {
+        backend_failed(c, file, error);
+        return;
+      }
+      r_.input_bytes_decoded += n;
+      std::memcpy(want.data(), wb.data(), 2 * n);
+      if (const auto i = first_difference<uint16_t>(std::span<const uint16_t>(got.data(), n),
+                                                    std::span<const uint16_t>(want.data(), n))) {
+        const uint64_t element = row * pt.k + *i;
+        return mismatch(c, out.view.file_of(*out_w), out_w->offset + element,
+                        "element " + std::to_string(element) + " (row " + std::to_string(element / pt.k) + ", column " +
+                            std::to_string(element % pt.k) + "): device decode on the new grid " + verify_hex(got[*i], 4) +
+                            " vs the input's on the old " + verify_hex(want[*i], 4));
+      }
+    }
+  }
+
   void planned_mxfp4(const LoadedModel& in, const LoadedModel& out, const ConversionPlan&, const PlannedTensor& pt,
                      const ModelTensor& dst) {
     const ModelTensor& w = in.view.tensors[pt.input];

@@ -97,11 +97,9 @@ void verify_converted(const LoadedModel& out, DecodeBackend& be, const VerifyOpt
   LoadedModel in;
   Findings inf;
   if (!load_model(o.reference, StReadOptions{}, in, inf) || inf.has_errors()) return;  // reported above
-  RemapOptions remap;
-  const ExpertMode mode = detect_conversion_mode(out, remap);
   ConversionPlan plan;
   Findings pf;
-  if (!plan_conversion(in, mode, remap, plan, pf)) return;  // reported above
+  if (!reference_plan(in, out, plan, pf)) return;  // reported above (a relayout output: plan_regrid)
   std::vector<Job> jobs;
   plan_converted_checks(be, o, in, out, plan, jobs);
   run_jobs(jobs, be, o, r);

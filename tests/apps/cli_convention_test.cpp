@@ -37,13 +37,13 @@ test::RunResult run_to_dev_full(const std::string& tool, const std::string& args
 
 TEST(CliConvention, EverySubcommandHasQuietAndProgress) {
   for (const char* sub : {"inspect", "validate", "convert", "synth", "dump", "repack-experts", "hash", "diff", "sign",
-                          "verify-signature"}) {
+                          "verify-signature", "relayout"}) {
     auto r = test::run_ckpt(std::string(sub) + " --help");
     EXPECT_EQ(r.exit_code, 0) << sub;
     EXPECT_NE(r.out.find("--quiet"), std::string::npos) << sub << "\n" << r.out;
     EXPECT_NE(r.out.find("--progress"), std::string::npos) << sub << "\n" << r.out;
   }
-  for (const char* sub : {"inspect", "validate", "convert", "repack-experts", "diff"}) {
+  for (const char* sub : {"inspect", "validate", "convert", "repack-experts", "diff", "relayout"}) {
     auto r = test::run_ckpt(std::string(sub) + " --help");
     EXPECT_NE(r.out.find("--json"), std::string::npos) << sub << "\n" << r.out;
   }
@@ -70,7 +70,7 @@ TEST(CliConvention, HelpSynopsisListsEveryOption) {
 
 TEST(CliConvention, EveryUsageMistakeExits2) {
   const std::string tiny = q(test::fixture("oracle/dsv4-tiny"));
-  for (const char* sub : {"inspect", "validate", "convert", "synth", "dump", "repack-experts", "hash", "diff"})
+  for (const char* sub : {"inspect", "validate", "convert", "synth", "dump", "repack-experts", "hash", "diff", "relayout"})
     EXPECT_EQ(test::run_ckpt(std::string(sub) + " --no-such-flag").exit_code, 2) << sub;
   auto dump = test::run_ckpt("dump " + tiny);
   EXPECT_EQ(dump.exit_code, 2) << "dump without a tensor name\n" << dump.err;
@@ -109,7 +109,8 @@ TEST(CliConvention, ProgressIsForcedOnANonTerminalAndQuietWins) {
 TEST(CliConvention, StdoutWriteErrorsExit3) {
   const std::string tiny = q(test::fixture("oracle/dsv4-tiny"));
   for (const std::string& args : {"validate " + tiny, "inspect " + tiny, "inspect --json - " + tiny,
-                                  "validate --json - " + tiny, "diff " + tiny + " " + tiny, "hash " + tiny}) {
+                                  "validate --json - " + tiny, "diff " + tiny + " " + tiny, "hash " + tiny,
+                                  "relayout --dry-run --tp 2 " + q(test::fixture("families/dsv3-fp8/in")) + " /nonexistent/out"}) {
     auto r = run_to_dev_full("ckpt", args);
     EXPECT_EQ(r.exit_code, 3) << args << "\n" << r.err;
     EXPECT_NE(r.err.find("standard output"), std::string::npos) << args << "\n" << r.err;

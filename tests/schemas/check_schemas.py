@@ -43,6 +43,10 @@ def main() -> int:
         ("preflight-report.schema.json", ["preflight", "--gpu", "sm80", "--json", "-", str(fixtures / "oracle/dsv4-tiny")]),
         ("preflight-report.schema.json", ["preflight", "--tp", "2", "--json", "-", str(fixtures / "families/gptoss-mxfp4/in")]),
         ("preflight-report.schema.json", ["preflight", "--json", "-", "/nonexistent"]),
+        ("relayout-report.schema.json", ["relayout", "--dry-run", "--tp", "2", "--json", "-", str(fixtures / "families/dsv3-fp8/in"), "/tmp/ckpt-schema-out"]),
+        ("relayout-report.schema.json", ["relayout", "--dry-run", "--tp", "4", "--min-block", "64x64", "--json", "-", str(fixtures / "families/qwen3moe-fp8/in"), "/tmp/ckpt-schema-out"]),
+        ("relayout-report.schema.json", ["relayout", "--dry-run", "--tp", "2", "--json", "-", str(fixtures / "families/gptoss-mxfp4/in"), "/tmp/ckpt-schema-out"]),
+        ("relayout-report.schema.json", ["relayout", "--tp", "2", "--json", "-", "/nonexistent", "/tmp/ckpt-schema-out"]),
     ]
     failed = 0
     import tempfile
