@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "convert/convert.h"
+#include "relayout/relayout.h"
 #include "repack/expert_pack.h"
 
 namespace ckptcli {
@@ -122,6 +123,65 @@ bool apply_repack_options(const std::vector<ConversionOption>& options, ckpt::Re
   return true;
 }
 
+namespace {
+
+std::string join(const std::vector<std::string>& items, char sep) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : std::string(1, sep)) + item;
+  return out;
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> items;
+  if (text.empty()) return items;
+  size_t at = 0;
+  for (size_t next; (next = text.find(sep, at)) != std::string::npos; at = next + 1) items.push_back(text.substr(at, next - at));
+  items.push_back(text.substr(at));
+  return items;
+}
+
+bool parse_degree(const std::string& text, uint32_t& out) {
+  uint64_t v = 0;
+  if (!parse_unsigned(text, v) || v == 0 || v > 65536) return false;
+  out = static_cast<uint32_t>(v);
+  return true;
+}
+
+}  // namespace
+
+std::vector<ConversionOption> relayout_options_recorded(const RelayoutRecorded& r) {
+  return {{"tp", std::to_string(r.tp)},        {"ep", std::to_string(r.ep)},
+          {"engine", join(r.engines, ',')},    {"min-block", r.min_block},
+          {"block", r.block},                  {"bf16", join(r.bf16, '\n')}};
+}
+
+bool apply_relayout_options(const std::vector<ConversionOption>& options, ckpt::RelayoutOptions& o, std::string& error) {
+  if (!only_known("relayout", options, {"tp", "ep", "engine", "min-block", "block", "bf16"}, error)) return false;
+  const std::string& min_block = *option_value(options, "min-block");
+  const std::string& block = *option_value(options, "block");
+  o.engines = split(*option_value(options, "engine"), ',');
+  o.request.bf16 = split(*option_value(options, "bf16"), '\n');
+  bool good = parse_degree(*option_value(options, "tp"), o.deployment.tp) &&
+              parse_degree(*option_value(options, "ep"), o.deployment.ep);
+  for (const auto& e : o.engines) good = good && one_of(e, {"vllm", "sglang", "transformers"});
+  for (const auto& pattern : o.request.bf16) good = good && !pattern.empty();
+  if (!good) {
+    error = "the relayout options (tp " + *option_value(options, "tp") + ", ep " + *option_value(options, "ep") +
+            ", engine '" + *option_value(options, "engine") +
+            "', bf16 patterns) are not values relayout accepts (degrees 1..65536, engines vllm, sglang, transformers)";
+    return false;
+  }
+  if (!min_block.empty() && !parse_block_size(min_block, o.request.min_n, o.request.min_k)) {
+    error = "--min-block '" + min_block + "' is not ROWSxCOLS (e.g. 32x32)";
+    return false;
+  }
+  if (!block.empty() && !parse_block_size(block, o.request.block_n, o.request.block_k)) {
+    error = "--block '" + block + "' is not ROWSxCOLS (e.g. 64x128)";
+    return false;
+  }
+  return true;
+}
+
 bool attest_into(const ckpt::oms::ConversionAttestation& a, ckpt::Findings& findings, bool& usage) {
   const ckpt::oms::AttestationResult r = ckpt::oms::attest_conversion(a);
   findings.append(r.findings);
@@ -170,9 +230,25 @@ bool rerun_repack(const std::vector<ConversionOption>& options, const std::strin
   return true;
 }
 
+bool rerun_relayout(const std::vector<ConversionOption>& options, const std::string& in, const std::string& tmp,
+                    std::string& error, bool& converted, ckpt::Findings& findings) {
+  ckpt::RelayoutOptions o;
+  if (!apply_relayout_options(options, o, error)) return false;
+  o.input = in;
+  o.output = tmp;
+  const ckpt::RelayoutReport r = ckpt::relayout_checkpoint(o);
+  converted = ckpt::relayout_outcome(r) == ckpt::Outcome::ok;
+  if (!converted) {
+    findings.append(r.findings);
+    findings.append(r.convert.findings);
+  }
+  return true;
+}
+
 // Every command whose provenance --recompute can reproduce (a new converting command adds
 // its line, with the apply_*_options its own front end uses).
-constexpr Recomputer kRecomputers[] = {{"convert", rerun_convert}, {"repack-experts", rerun_repack}};
+constexpr Recomputer kRecomputers[] = {
+    {"convert", rerun_convert}, {"repack-experts", rerun_repack}, {"relayout", rerun_relayout}};
 
 }  // namespace
 

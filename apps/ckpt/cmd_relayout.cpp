@@ -23,12 +23,14 @@ struct RelayoutArgs {
   unsigned tp = 1, ep = 1, partitions = 0;
   bool finalize = false;
   std::vector<std::string> engines, bf16;
-  bool dry_run = false, resume = false, overwrite = false;
+  bool dry_run = false, resume = false, overwrite = false, buffered = false;
+  std::string sign_key;  // --sign-key
   CommonFlags c;
 };
 
-// "64x64" (also "64X64", "64,64") -> two positive sizes.
-bool parse_block(const std::string& text, uint64_t& n, uint64_t& k) {
+}  // namespace
+
+bool parse_block_size(const std::string& text, uint64_t& n, uint64_t& k) {
   const size_t at = text.find_first_of("xX,");
   if (at == std::string::npos || at == 0 || at + 1 == text.size()) return false;
   uint64_t a = 0, b = 0;
@@ -38,6 +40,8 @@ bool parse_block(const std::string& text, uint64_t& n, uint64_t& k) {
   k = b;
   return true;
 }
+
+namespace {
 
 // --partition I/N or env (+ --partitions N), and --finalize's count, as ckpt convert takes them.
 bool resolve_scale_out(const RelayoutArgs& a, ckpt::RelayoutOptions& o) {
@@ -61,22 +65,39 @@ bool resolve_scale_out(const RelayoutArgs& a, ckpt::RelayoutOptions& o) {
 ckpt::Outcome run_relayout(const RelayoutArgs& a) {
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.input);
+  inputs.add_file(a.sign_key);
   if (auto o = check_outputs(kRelayout, inputs, {a.c.json, "-"}); o != ckpt::Outcome::ok) return o;
   if (a.resume && a.overwrite) return usage_error(kRelayout, "--resume and --overwrite exclude each other");
+  apply_output_io(kRelayout, a.buffered, a.c.quiet);
   ckpt::RelayoutOptions o;
   o.input = a.input;
   o.output = a.output;
-  o.deployment = {a.tp, a.ep, 1};
-  o.engines = a.engines;
-  o.request.bf16 = a.bf16;
   o.dry_run = a.dry_run;
   o.resume = a.resume;
   o.overwrite = a.overwrite;
-  if (!a.min_block.empty() && !parse_block(a.min_block, o.request.min_n, o.request.min_k))
-    return usage_error(kRelayout, "--min-block '" + a.min_block + "' is not ROWSxCOLS (e.g. 32x32)");
-  if (!a.block.empty() && !parse_block(a.block, o.request.block_n, o.request.block_k))
-    return usage_error(kRelayout, "--block '" + a.block + "' is not ROWSxCOLS (e.g. 64x128)");
+  for (const auto& pattern : a.bf16)
+    if (pattern.find('\n') != std::string::npos) return usage_error(kRelayout, "a --bf16 pattern holds a newline");
+  // The options that determine OUT, applied through the mapping a provenance records them by.
+  const auto recorded = relayout_options_recorded({a.tp, a.ep, a.engines, a.bf16, a.min_block, a.block});
+  if (std::string error; !apply_relayout_options(recorded, o, error)) return usage_error(kRelayout, error);
   if (!resolve_scale_out(a, o)) return ckpt::Outcome::usage;
+  if (!a.sign_key.empty()) {
+    if (a.dry_run || !a.partition.empty())
+      return usage_error(kRelayout, "--sign-key signs a whole output (not --dry-run or --partition; --finalize signs)");
+    o.attestation_files = {std::string(ckpt::oms::kOutputBundleName), std::string(ckpt::oms::kProvenanceName)};
+    ckpt::oms::ConversionAttestation att{"relayout", a.input, a.output, recorded, "", a.sign_key};
+    o.after_finalize = [att, mode = a.c.mode()](ckpt::ConvertReport& r) mutable {
+      att.mode = r.output_mode;
+      ckpt::Progress meter(mode, "sign");  // OUT, then IN, hashed again for the attestation
+      att.progress = [&meter](uint64_t done, uint64_t total) { meter.update(done, total); };
+      bool usage = false;
+      const bool signed_ok = attest_into(att, r.findings, usage);
+      meter.finish();
+      if (signed_ok) return true;
+      r.status = usage ? ckpt::ConvertStatus::usage_error : ckpt::ConvertStatus::io_error;
+      return false;
+    };
+  }
   if (!ckpt::parse_size(a.memory_budget, o.memory_budget))
     return usage_error(kRelayout, "--memory-budget '" + a.memory_budget + "' is not a size (e.g. 1G)");
   ckpt::Progress progress(a.c.mode(), "relayout");
@@ -139,6 +160,8 @@ Command add_relayout_command(CLI::App& app) {
   c.sub->add_option("--partitions", args->partitions, "N for --partition env or --finalize (default: CKPT_PARTITIONS)");
   c.sub->add_flag("--finalize", args->finalize,
                   "verify every partition's shards, then write the index, config.json and side files");
+  add_buffered(c.sub, args->buffered);
+  add_sign_key_option(c.sub, args->sign_key);
   add_json(c.sub, args->c, "schemas/relayout-report.schema.json");
   add_common(c.sub, args->c);
   c.run = [args] { return run_relayout(*args); };

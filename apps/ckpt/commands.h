@@ -14,6 +14,7 @@
 namespace ckpt {
 struct ConvertOptions;
 struct RepackOptions;
+struct RelayoutOptions;
 }  // namespace ckpt
 
 namespace ckptcli {
@@ -81,6 +82,18 @@ std::vector<ckpt::oms::ConversionOption> repack_options_recorded(uint64_t align,
                                                                  uint64_t tree_chunk);
 bool apply_repack_options(const std::vector<ckpt::oms::ConversionOption>& options, ckpt::RepackOptions& o,
                           std::string& error);
+// relayout's recorded options: --tp, --ep, --engine (comma-joined), --min-block, --block
+// ("" = chosen), --bf16 (newline-joined patterns).
+struct RelayoutRecorded {
+  unsigned tp = 1, ep = 1;
+  std::vector<std::string> engines, bf16;
+  std::string min_block, block;
+};
+std::vector<ckpt::oms::ConversionOption> relayout_options_recorded(const RelayoutRecorded& r);
+bool apply_relayout_options(const std::vector<ckpt::oms::ConversionOption>& options, ckpt::RelayoutOptions& o,
+                            std::string& error);
+// "64x64" (also "64X64", "64,64") -> two positive sizes of at most 2^20 (apps/ckpt/cmd_relayout.cpp).
+bool parse_block_size(const std::string& text, uint64_t& n, uint64_t& k);
 bool attest_into(const ckpt::oms::ConversionAttestation& a, ckpt::Findings& findings, bool& usage);
 bool recompute_conversion(const ckpt::oms::Provenance& p, const std::string& in, const std::string& out,
                           ckpt::Findings& findings, bool& usage);

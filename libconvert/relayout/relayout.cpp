@@ -52,6 +52,8 @@ ConvertOptions convert_options(const RelayoutOptions& o, RelayoutReport& r) {
   c.progress = o.progress;
   if (o.on_plan) c.on_plan = [&r, f = o.on_plan](const ConvertReport&) { f(r); };
   c.before_finalize = o.before_finalize;
+  c.after_finalize = o.after_finalize;
+  c.attestation_files = o.attestation_files;
   c.command = "ckpt relayout";
   RegridRequest request{r.plan.block_n, r.plan.block_k, r.plan.promoted};
   c.make_plan = [request](const LoadedModel& in, ConversionPlan& plan, Findings& f) {

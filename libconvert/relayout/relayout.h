@@ -41,6 +41,10 @@ struct RelayoutOptions {
   // Called once every shard is written, before the index and config.json: the one place a
   // finishing step (issue 32's --sign-key) joins the run; false leaves OUT incomplete.
   std::function<bool(ConvertReport&)> before_finalize;
+  // Called under OUT's lock once OUT's last file is written (--sign-key), and the files it
+  // writes: as ConvertOptions::after_finalize / attestation_files.
+  std::function<bool(ConvertReport&)> after_finalize;
+  std::vector<std::string> attestation_files;
 };
 
 struct RelayoutReport {

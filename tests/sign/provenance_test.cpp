@@ -170,6 +170,32 @@ TEST(OmsProvenance, ASignedRepackVerifiesAndRecomputes) {
   EXPECT_NE(r.err.find("OMS_DIGEST_MISMATCH experts.bin"), std::string::npos) << r.err;
 }
 
+// relayout joins the same attestation: its options recorded through the mapping its front end
+// applies, and --recompute runs the relayout again.
+TEST(OmsProvenance, ASignedRelayoutVerifiesRecomputesAndFindsOtherRecordedOptions) {
+  test::TempDir tmp;
+  const std::string in = tmp.str("in"), out = tmp.str("out");
+  test::copy_tree(test::fixture("families/qwen3moe-fp8/in"), in);
+  test::RunResult r = test::run_ckpt("relayout -q --tp 2" + kSignKey + q(in) + " " + q(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string verify = "verify-signature -q" + kTrust + "--provenance " + q(out + "/model.provenance") +
+                             " --reference " + q(in) + " --recompute " + q(out);
+  r = test::run_ckpt(verify);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Signed by the key owner with another target: every digest matches, converting again does not.
+  oms::ConversionAttestation a{"relayout", in, out,
+                               {{"tp", "4"}, {"ep", "1"}, {"engine", ""}, {"min-block", ""}, {"block", ""}, {"bf16", ""}},
+                               "", keys("p384/signing-key.pem")};
+  ASSERT_FALSE(oms::attest_conversion(a).findings.has_errors());
+  r = test::run_ckpt(verify);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("PROVENANCE_RECOMPUTE_MISMATCH"), std::string::npos) << r.err;  // 32x32 scales, not 64x64
+  flip_byte(in + "/model-00001-of-00003.safetensors", 1000);
+  r = test::run_ckpt(verify);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("PROVENANCE_INPUT_MISMATCH model-00001-of-00003.safetensors"), std::string::npos) << r.err;
+}
+
 TEST(OmsProvenance, SignAndVerifySignatureWriteAJsonReport) {
   SignedConversion c;
   test::RunResult r = test::run_ckpt("sign -q --json - --private-key " + q(keys("p384/signing-key.pem")) + " -o " +
