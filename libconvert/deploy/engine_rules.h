@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "deploy/citation.h"
+
 namespace ckpt {
 
 enum class BlockBehaviour { ok, refuse, silent };
@@ -17,7 +19,8 @@ struct BlockRule {
   std::string dimension;  // "block_n" or "block_k"
   std::string message;    // the engine's message, {per_rank} and {block} to fill in
   std::map<std::string, BlockBehaviour> behaviour;  // engine -> what it does
-  std::map<std::string, std::string> sources;       // engine -> file and function
+  std::map<std::string, std::string> sources;       // engine -> citation text (Citation::text)
+  std::map<std::string, Citation> citations;        // engine -> the engine code it mirrors
 };
 
 enum class KernelSupport { native, fallback, refused, unknown };
@@ -30,7 +33,8 @@ struct KernelEntry {
 struct FormatKernels {
   std::string format, title, instead;
   std::map<std::string, std::map<std::string, KernelEntry>> engines;  // engine -> arch -> entry
-  std::map<std::string, std::string> sources;                          // engine -> file
+  std::map<std::string, std::string> sources;                          // engine -> citation text
+  std::map<std::string, Citation> citations;                           // engine -> the engine code
 };
 
 struct EngineRules {

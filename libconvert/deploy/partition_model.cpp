@@ -63,6 +63,9 @@ std::vector<ArchitectureRules> parse_families() {
     ArchitectureRules a;
     a.family = json_string(fam, "name").value_or("");
     a.source = json_string(fam, "source").value_or("");
+    simdjson::dom::array cites;
+    if (fam["sources"].get(cites) == simdjson::SUCCESS)
+      for (auto c : cites) a.citations.push_back(citation_from_json(c));
     simdjson::dom::array types, modules;
     if (fam["model_types"].get(types) == simdjson::SUCCESS)
       for (auto t : types) {

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "deploy/citation.h"
+
 namespace ckpt {
 
 enum class Split : uint8_t {
@@ -51,7 +53,8 @@ struct ModuleRule {
 
 struct ArchitectureRules {
   std::string family;  // "deepseek_v3", "qwen3_moe", ...
-  std::string source;  // the engine files the rules mirror
+  std::string source;  // the engine files the rules mirror, in words
+  std::vector<Citation> citations;  // the engine code, file and lines
   std::vector<std::string> model_types;
   std::vector<ModuleRule> modules;
 };
