@@ -1,5 +1,5 @@
 // Every tensor of a checkpoint derived from its config.json alone (name, dtype, shape), for
-// DeepSeek-V3/R1, DeepSeek-V4, Qwen3-MoE, Qwen3-Next, gpt-oss and Llama/Mistral/Qwen dense
+// DeepSeek-V3/R1, DeepSeek-V4, Qwen3-MoE, Qwen3-Next, Qwen3.5-MoE, gpt-oss and Llama/Mistral/Qwen dense
 // models, in the family's released layout and quantization (block FP8, MXFP4 experts, or
 // none). It answers a deployment question before anything but a 10 KB file is downloaded;
 // when the headers are present they are the truth and this list is compared with them.
@@ -25,6 +25,11 @@ struct DeployTensor {
 };
 
 uint64_t deploy_tensor_bytes(const std::string& dtype, const std::vector<uint64_t>& shape);
+
+// The config of the language model: `text_config` when config.json nests it (Qwen3.5's
+// multimodal releases: dimensions, layer types and model_type "qwen3_5_moe_text" live there),
+// else the config itself. Every function below reads the language model's config.
+simdjson::dom::element language_config(simdjson::dom::element config);
 
 // Appends the model's tensors (the main model: MTP / next-token-prediction layers, which the
 // engines load only for speculative decoding, are left out) to `out`. False with an error

@@ -75,6 +75,7 @@ struct Weight {
   int64_t layer = -1;
   bool last_part = false;  // the last part of a merged layer (v, up, w3)
   uint64_t experts = 0;    // routed experts of its layer (per-expert tensors)
+  bool excluded = false;   // unquantized only by the block-FP8 config's exclusion list
 };
 
 const DeployTensor* scale_of(const Model& m, const std::string& module, const std::string& weight_name) {
@@ -100,7 +101,7 @@ std::string format_of(const DeployTensor& w, const DeployTensor* scale, const Qu
 
 bool is_last_part(const std::string& module) {
   const std::string c = last_component(module);
-  return c == "v_proj" || c == "up_proj" || c == "w3";
+  return c == "v_proj" || c == "up_proj" || c == "w3" || c == "in_proj_z" || c == "in_proj_a";
 }
 
 uint64_t config_int(const Model& m, const char* key) {
@@ -143,6 +144,7 @@ std::vector<Weight> linear_weights(const Model& m) {
     w.format = format_of(t, w.scale, m.scheme);
     w.layer = layer_of(t.name);
     w.last_part = is_last_part(module);
+    w.excluded = w.format == "unquantized" && m.scheme.profile == "fp8-block" && module_excluded(m.scheme, module);
     auto it = experts.find(w.layer);
     w.experts = it == experts.end() ? 0 : it->second;
     out.push_back(w);
@@ -215,6 +217,9 @@ struct Analysis {
   std::map<Problem, uint64_t> problem_tensors;
   std::map<Problem, std::set<std::string>> problem_names;  // "gate_proj", "up_proj"
   std::vector<std::string> split_problems;
+  // What the block rules would say of the weights the exclusion list leaves unquantized.
+  std::map<Problem, std::vector<int64_t>> excluded;
+  std::map<Problem, std::set<std::string>> excluded_names;
 };
 
 Analysis analyse(const Model& m, const Deployment& d, const std::vector<Weight>& weights) {
@@ -226,6 +231,16 @@ Analysis analyse(const Model& m, const Deployment& d, const std::vector<Weight>&
     if (!t.problem.empty() && w.rule->split != Split::vocab) {
       std::string text = w.rule->cls + " (" + last_component(w.module) + "): " + t.problem;
       if (split_seen.insert(text).second) a.split_problems.push_back(text);
+    }
+    if (w.excluded) {
+      Weight as_block_fp8 = w;
+      as_block_fp8.format = "fp8_block";
+      std::vector<Problem> xs;
+      block_problems(m, as_block_fp8, t, xs);
+      for (auto& p : xs) {
+        a.excluded[p].push_back(w.layer);
+        a.excluded_names[p].insert(p.name);
+      }
     }
     std::vector<Problem> ps;
     block_problems(m, w, t, ps);
@@ -263,6 +278,7 @@ std::vector<const char*> size_keys(const Problem& p) {
   if (mlp) return {"moe_intermediate_size", "intermediate_size", "shared_expert_intermediate_size"};
   if (p.name == "q_a_proj") return {"q_lora_rank"};
   if (p.name == "kv_a_proj_with_mqa") return {"kv_lora_rank"};
+  if (p.name == "in_proj_b" || p.name == "in_proj_a") return {"linear_num_value_heads"};
   return {};
 }
 
@@ -378,13 +394,14 @@ bool read_model(const std::string& path, PreflightReport& r, Model& m, LoadedMod
                      "no readable config.json: the model family, its heads and its quantization are unknown");
     return false;
   }
-  m.config = ck.config->root();
+  const simdjson::dom::element top = ck.config->root();
+  m.config = language_config(top);  // Qwen3.5 nests the language model in text_config
   QuantDetectError qe;
   if (!detect_quant_scheme(ck, m.scheme, qe)) {
     r.findings.error(qe.code, qe.file, "", std::nullopt, qe.message);
     return false;
   }
-  r.model_type = json_string(*m.config, "model_type").value_or("");
+  r.model_type = json_string(top, "model_type").value_or("");
   m.arch = architecture_for(r.model_type);
   r.family = m.arch ? m.arch->family : "";
   r.quant_profile = m.scheme.profile;
@@ -577,6 +594,28 @@ void report_block_problems(const Model& m, const Analysis& a, PreflightReport& r
   }
   for (const auto& s : a.split_problems)
     r.findings.error("PREFLIGHT_TP_SPLIT", kNoFile, "", std::nullopt, s + ": every engine refuses it. Fix: " + fix);
+}
+
+// A module the block-FP8 config leaves unquantized by name, whose per-rank rows are no
+// multiple of the block: it loads, but only while the engine matches the exclusion to its own
+// module name. SGLang matches modules_to_not_convert as a substring of its module prefix
+// (quantization/utils.py is_layer_skipped); a release whose names the engine's prefix does not
+// contain is quantized and refused at start-up: sglang#19045, Qwen3.5-397B-A17B-FP8 at TP 8,
+// in_proj_b of 64 rows, 8 a rank.
+void report_excluded(const Model& m, const Analysis& a, PreflightReport& r) {
+  for (const auto& [p, layers] : a.excluded) {
+    std::string names;
+    for (const auto& n : a.excluded_names.at(p)) names += (names.empty() ? "" : "/") + n;
+    r.findings.warning("PREFLIGHT_EXCLUDED_BELOW_BLOCK", kNoFile, p.name, std::nullopt,
+                       p.cls + " " + names + " in layers " + layer_ranges(layers) +
+                           ": unquantized by quantization_config's exclusion list, so it loads; quantized it would "
+                           "not: " + division_text(m, r.options.deployment, p) + ". An engine that does not match "
+                           "the exclusion to its own module name quantizes it and refuses it at start-up (sglang#19045: "
+                           "Qwen3.5-397B-A17B-FP8 at tp 8, \"Weight output_partition_size = 8 is not divisible by weight "
+                           "quantization block_n = 128\"; SGLang matches the list against its module prefix, "
+                           "python/sglang/srt/layers/quantization/utils.py:46-96 is_layer_skipped). Fix: keep the "
+                           "exclusion's names equal to the engine's module names (model.language_model.layers.N...)");
+  }
 }
 
 std::string block_fix(const Model& m, const Analysis& a, const std::vector<Weight>& weights, PreflightReport& r) {
@@ -787,6 +826,7 @@ PreflightReport preflight(const std::string& path, const PreflightOptions& optio
   r.working = working_degrees(m, weights, r.engines, moe);
   r.rank_bytes = largest_rank_bytes(m, d, weights);
   if (!a.problems.empty() || !a.split_problems.empty()) report_block_problems(m, a, r, block_fix(m, a, weights, r));
+  report_excluded(m, a, r);
   summarise_modules(m, weights, a, r);
   check_kernels(weights, m, r);
   check_memory(r);

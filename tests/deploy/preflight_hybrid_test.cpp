@@ -1,0 +1,137 @@
+// ckpt preflight of the Qwen3.5 / Qwen3-Next hybrids from config.json alone
+// (libconvert/deploy/config_tensors.h, preflight.h): layer types, the GatedDeltaNet
+// projections, the shared and routed experts, and the sglang#19045 case.
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "deploy/config_tensors.h"
+#include "deploy/preflight.h"
+#include "formats/json.h"
+#include "model/quant_scheme.h"
+#include "test_util.h"
+
+namespace ckpt {
+namespace {
+
+using test::describe;
+
+PreflightReport run_at(const std::string& path, uint32_t tp, uint32_t ep = 1) {
+  PreflightOptions o;
+  o.deployment = {tp, ep, 1};
+  return preflight(path, o);
+}
+
+std::string messages(const PreflightReport& r, const std::string& code) {
+  std::string out;
+  for (const auto& f : r.findings.items())
+    if (f.code == code) out += f.message + "\n";
+  return out;
+}
+
+std::string published_qwen3_5() { return test::fixture("preflight/qwen3.5-397b-a17b-fp8"); }
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const PreflightModule* module_named(const PreflightReport& r, const std::string& names) {
+  for (const auto& m : r.modules)
+    if (m.names == names) return &m;
+  return nullptr;
+}
+
+TEST(PreflightHybrid, Qwen3_5MoeTensorsComeFromTheNestedTextConfigWithItsLayerTypes) {
+  JsonDoc doc;
+  std::string error;
+  ASSERT_TRUE(doc.parse(read_all(published_qwen3_5() + "/config.json"), error)) << error;
+  QuantScheme scheme;
+  std::string qerror;
+  ASSERT_TRUE(detect_quant_scheme(&doc, scheme, qerror)) << qerror;
+  Findings f;
+  std::vector<DeployTensor> t;
+  ASSERT_TRUE(tensors_from_config(doc.root(), scheme, f, t)) << describe(f);
+  std::map<std::string, const DeployTensor*> by;
+  for (const auto& x : t) by[x.name] = &x;
+  auto shape = [&](const std::string& n) { return by.count(n) ? by[n]->shape : std::vector<uint64_t>{}; };
+  auto dtype = [&](const std::string& n) { return by.count(n) ? by[n]->dtype : std::string("absent"); };
+  const std::string l0 = "model.language_model.layers.0.", l3 = "model.language_model.layers.3.";
+  // GatedDeltaNet (layer 0): q, k of 16 heads x 128 and v of 64 x 128; z; b and a, one row a value head.
+  EXPECT_EQ(shape(l0 + "linear_attn.in_proj_qkv.weight"), (std::vector<uint64_t>{2 * 16 * 128 + 64 * 128, 4096}));
+  EXPECT_EQ(shape(l0 + "linear_attn.in_proj_z.weight"), (std::vector<uint64_t>{64 * 128, 4096}));
+  EXPECT_EQ(shape(l0 + "linear_attn.in_proj_b.weight"), (std::vector<uint64_t>{64, 4096}));
+  EXPECT_EQ(shape(l0 + "linear_attn.in_proj_a.weight"), (std::vector<uint64_t>{64, 4096}));
+  EXPECT_EQ(shape(l0 + "linear_attn.out_proj.weight"), (std::vector<uint64_t>{4096, 64 * 128}));
+  EXPECT_EQ(dtype(l0 + "linear_attn.in_proj_qkv.weight"), "F8_E4M3");
+  EXPECT_EQ(dtype(l0 + "linear_attn.in_proj_b.weight"), "BF16");  // modules_to_not_convert
+  EXPECT_EQ(dtype(l0 + "linear_attn.in_proj_b.weight_scale_inv"), "absent");
+  // Layer 3 is full attention (layer_types): gated q of 32 heads x 256, 2 KV heads.
+  EXPECT_EQ(shape(l3 + "self_attn.q_proj.weight"), (std::vector<uint64_t>{2 * 32 * 256, 4096}));
+  EXPECT_EQ(shape(l3 + "self_attn.k_proj.weight"), (std::vector<uint64_t>{2 * 256, 4096}));
+  EXPECT_EQ(dtype(l3 + "linear_attn.in_proj_qkv.weight"), "absent");
+  // Routed experts (512 of 1024) and the gated shared expert of 1024, in every layer.
+  EXPECT_EQ(shape("model.language_model.layers.59.mlp.experts.511.gate_proj.weight"), (std::vector<uint64_t>{1024, 4096}));
+  EXPECT_EQ(shape(l3 + "mlp.shared_expert.down_proj.weight"), (std::vector<uint64_t>{4096, 1024}));
+  EXPECT_EQ(shape(l3 + "mlp.shared_expert_gate.weight"), (std::vector<uint64_t>{1, 4096}));
+  EXPECT_EQ(dtype(l3 + "mlp.gate.weight"), "BF16");
+  EXPECT_EQ(shape("model.language_model.embed_tokens.weight"), (std::vector<uint64_t>{248320, 4096}));
+  EXPECT_EQ(shape("lm_head.weight"), (std::vector<uint64_t>{248320, 4096}));
+}
+
+TEST(PreflightHybrid, LayerTypesOverrideTheIntervalWhenTheyListEveryLayer) {
+  test::TempDir tmp;
+  // full_attention_interval says every 4th; layer_types says layer 0 and 2 (of 4).
+  test::write_text(tmp.str("config.json"), R"({"model_type": "qwen3_next", "hidden_size": 256,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+    "moe_intermediate_size": 128, "num_experts": 4, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+    "linear_key_head_dim": 64, "linear_value_head_dim": 64, "full_attention_interval": 4, "vocab_size": 1024,
+    "layer_types": ["full_attention", "linear_attention", "full_attention", "linear_attention"]})");
+  auto r = run_at(tmp.str(), 1);
+  ASSERT_TRUE(r.config_only) << describe(r.findings);
+  const PreflightModule* qkv = module_named(r, "q_proj");
+  const PreflightModule* gdn = module_named(r, "in_proj_qkvz");
+  ASSERT_NE(qkv, nullptr);
+  ASSERT_NE(gdn, nullptr);
+  EXPECT_EQ(layer_ranges(qkv->layers), "0, 2");
+  EXPECT_EQ(layer_ranges(gdn->layers), "1, 3");
+}
+
+// sglang#19045: Qwen3.5-397B-A17B-FP8 at TP 8, "Weight output_partition_size = 8 is not
+// divisible by weight quantization block_n = 128" from the GatedDeltaNet's in_proj_b: 64 value
+// heads / 8 = 8 rows a rank. The release leaves in_proj_b / in_proj_a in BF16 by name, so an
+// engine that honours the names loads it; preflight says which projection breaks if not.
+TEST(PreflightHybrid, Qwen3_5_397B_Fp8AtTp8NamesTheGatedDeltaNetProjectionOf8RowsARank) {
+  auto r = run_at(published_qwen3_5(), 8);
+  EXPECT_TRUE(r.config_only);
+  EXPECT_EQ(r.family, "qwen3_5_moe");
+  EXPECT_TRUE(r.loads()) << describe(r.findings);
+  const std::string w = messages(r, "PREFLIGHT_EXCLUDED_BELOW_BLOCK");
+  EXPECT_NE(w.find("in_proj_a/in_proj_b in layers 0-2, 4-6"), std::string::npos) << w;
+  EXPECT_NE(w.find("linear_num_value_heads 64 / tp 8 = 8, not a multiple of block_n 128"), std::string::npos) << w;
+  EXPECT_NE(w.find("sglang#19045"), std::string::npos) << w;
+  // Every other projection divides: q/k 2048, v / z 8192, out_proj 8192 / 8, experts 1024 / 8 = 128.
+  EXPECT_FALSE(r.findings.has_code("PREFLIGHT_BLOCK_DIVISIBILITY")) << describe(r.findings);
+
+  // The same release with in_proj_b / in_proj_a quantized (not excluded): refused at start-up.
+  test::TempDir tmp;
+  const std::string text =
+      std::regex_replace(read_all(published_qwen3_5() + "/config.json"), std::regex(R"(\s*"[^"]*in_proj_[ab]",?)"), "");
+  test::write_text(tmp.str("config.json"), text);
+  auto q = run_at(tmp.str(), 8);
+  EXPECT_FALSE(q.loads());
+  const std::string m = messages(q, "PREFLIGHT_BLOCK_DIVISIBILITY");
+  EXPECT_NE(m.find("MergedColumnParallelLinear in_proj_ba (GatedDeltaNet b, a) in_proj_a/in_proj_b"), std::string::npos) << m;
+  EXPECT_NE(m.find("linear_num_value_heads 64 / tp 8 = 8, not a multiple of block_n 128"), std::string::npos) << m;
+  EXPECT_NE(m.find("sglang"), std::string::npos) << m;
+  EXPECT_TRUE(q.findings.has_code("PREFLIGHT_SCALE_ROW_SHARED"));  // vLLM merges b and a unchecked
+  // At TP 1 too b (64 rows) shares a's scale block inside vLLM's merged in_proj_ba.
+  EXPECT_NE(messages(run_at(tmp.str(), 1), "PREFLIGHT_SCALE_ROW_SHARED").find("in_proj_b"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ckpt
