@@ -261,6 +261,33 @@ BlockBehaviour behaviour(const Problem& p, const std::string& engine) {
   return it == r->behaviour.end() ? BlockBehaviour::ok : it->second;
 }
 
+// What `engine` does under the rule of engines.json that applies to `applies`.
+BlockBehaviour rule_behaviour(const std::string& applies, const std::string& engine) {
+  const BlockRule* r = engine_rules().block_rule(applies);
+  if (!r) return BlockBehaviour::ok;
+  auto it = r->behaviour.find(engine);
+  return it == r->behaviour.end() ? BlockBehaviour::ok : it->second;
+}
+
+// The routed experts of an MoE layer (the largest count); 0 for a dense model.
+uint64_t routed_experts(const std::vector<Weight>& weights) {
+  uint64_t e = 0;
+  for (const auto& w : weights) {
+    if (!split_is_expert(w.rule->split)) continue;
+    const bool fused = w.rule->split == Split::expert_fused_column || w.rule->split == Split::expert_fused_row;
+    e = std::max(e, fused && !w.tensor->shape.empty() ? w.tensor->shape.front() : w.experts);
+  }
+  return e;
+}
+
+// EP that does not divide the routed experts, where a considered engine refuses it.
+bool ep_refused(uint64_t experts, uint32_t ep, const std::vector<std::string>& engines) {
+  if (ep <= 1 || !experts || experts % ep == 0) return false;
+  for (const auto& e : engines)
+    if (rule_behaviour("expert_count", e) == BlockBehaviour::refuse) return true;
+  return false;
+}
+
 bool blocking(const Analysis& a, const std::vector<std::string>& engines) {
   if (!a.split_problems.empty()) return true;
   for (const auto& [p, layers] : a.problems)
@@ -506,6 +533,7 @@ void check_heads(const Model& m, PreflightReport& r) {
 
 std::vector<PreflightDegree> working_degrees(const Model& m, const std::vector<Weight>& weights,
                                              const std::vector<std::string>& engines, bool moe) {
+  const uint64_t experts = routed_experts(weights);
   std::vector<PreflightDegree> out;
   for (uint32_t tp : {1u, 2u, 4u, 8u, 16u, 32u, 64u}) {
     if (m.heads.heads && tp > 1 && m.heads.heads % tp != 0) continue;
@@ -513,7 +541,7 @@ std::vector<PreflightDegree> working_degrees(const Model& m, const std::vector<W
     if (moe && tp > 1) eps.push_back(tp);
     for (uint32_t ep : eps) {
       const Deployment d{tp, ep, 1};
-      if (blocking(analyse(m, d, weights), engines)) continue;
+      if (ep_refused(experts, ep, engines) || blocking(analyse(m, d, weights), engines)) continue;
       out.push_back({tp, ep, largest_rank_bytes(m, d, weights)});
     }
   }
@@ -672,6 +700,36 @@ void check_kernels(const std::vector<Weight>& weights, const Model& m, Preflight
   }
 }
 
+// Routed experts are whole per rank under EP: E / EP of them a rank. SGLang and transformers
+// refuse an E that EP does not divide; vLLM gives the first E % EP ranks one expert more.
+void check_expert_parallel(uint64_t experts, PreflightReport& r) {
+  const uint32_t ep = r.options.deployment.ep;
+  if (ep <= 1 || !experts || experts % ep == 0) return;
+  const BlockRule* rule = engine_rules().block_rule("expert_count");
+  std::string refused, uneven;
+  for (const auto& e : r.engines) {
+    const std::string src = rule && rule->sources.count(e) ? " (" + rule->sources.at(e) + ")" : "";
+    std::string& list = rule_behaviour("expert_count", e) == BlockBehaviour::refuse ? refused : uneven;
+    list += (list.empty() ? "" : "; ") + e + src;
+  }
+  std::string eps;
+  for (uint32_t d : {2u, 4u, 8u, 16u, 32u, 64u})
+    if (experts % d == 0) eps += (eps.empty() ? "" : ", ") + ("--ep " + std::to_string(d));
+  const std::string text = "routed experts " + std::to_string(experts) + " / ep " + std::to_string(ep) + " = " +
+                           std::to_string(experts / ep) + " remainder " + std::to_string(experts % ep) +
+                           ": not the same experts on every rank";
+  const std::string fix = ". Fix: an EP degree that divides " + std::to_string(experts) + ": " +
+                          (eps.empty() ? std::string("none above 1") : eps) + " (with --tp a multiple of it)";
+  if (!refused.empty())
+    r.findings.error("PREFLIGHT_EP_SPLIT", kNoFile, "", std::nullopt,
+                     text + ". Refused at start-up by " + refused + (rule ? ": \"" + rule->message + "\"" : "") +
+                         (uneven.empty() ? "" : "; loaded unevenly by " + uneven) + fix);
+  else
+    r.findings.info("PREFLIGHT_EP_UNEVEN", kNoFile, "", std::nullopt,
+                    text + ": loaded unevenly by " + uneven + ", the largest rank holding " +
+                        std::to_string((experts + ep - 1) / ep));
+}
+
 void check_memory(PreflightReport& r) {
   const PreflightReport& in = r;
   const uint64_t budget = r.options.gpu_memory;
@@ -753,7 +811,7 @@ void per_engine_verdicts(const Analysis& a, PreflightReport& r) {
   std::set<std::string> common;
   for (const auto& f : r.findings.items())
     if (f.severity == Severity::error && f.code != "PREFLIGHT_BLOCK_DIVISIBILITY" &&
-        f.code != "PREFLIGHT_SCALE_ROW_SHARED" && f.code != "PREFLIGHT_KERNEL")
+        f.code != "PREFLIGHT_SCALE_ROW_SHARED" && f.code != "PREFLIGHT_KERNEL" && f.code != "PREFLIGHT_EP_SPLIT")
       common.insert(f.code);
   for (const auto& e : r.engines) {
     std::set<std::string> why = common;
@@ -765,6 +823,8 @@ void per_engine_verdicts(const Analysis& a, PreflightReport& r) {
     }
     for (const auto& k : r.kernels)
       if (k.engine == e && k.support == "refused") why.insert("PREFLIGHT_KERNEL");
+    if (r.findings.has_code("PREFLIGHT_EP_SPLIT") && rule_behaviour("expert_count", e) == BlockBehaviour::refuse)
+      why.insert("PREFLIGHT_EP_SPLIT");
     PreflightEngine v{e, why.empty(), ""};
     for (const auto& c : why) v.why += (v.why.empty() ? "" : ", ") + c;
     r.per_engine.push_back(std::move(v));
@@ -829,6 +889,7 @@ PreflightReport preflight(const std::string& path, const PreflightOptions& optio
   report_excluded(m, a, r);
   summarise_modules(m, weights, a, r);
   check_kernels(weights, m, r);
+  check_expert_parallel(routed_experts(weights), r);
   check_memory(r);
   r.findings.sort_stable();
   per_engine_verdicts(a, r);

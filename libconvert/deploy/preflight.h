@@ -7,6 +7,10 @@
 //   PREFLIGHT_SCALE_ROW_SHARED    the same, where an engine loads it anyway: a scale row is
 //                                 shared across a part or rank boundary (silently wrong);
 //   PREFLIGHT_TP_SPLIT            rows, columns or heads that do not divide by the degree;
+//   PREFLIGHT_EP_SPLIT            routed experts that EP does not divide, where an engine
+//                                 refuses it (PREFLIGHT_EP_UNEVEN, info, where all load it);
+//   PREFLIGHT_EXCLUDED_BELOW_BLOCK (warning) a module left unquantized by name whose rows per
+//                                 rank would not divide the block (sglang#19045);
 //   PREFLIGHT_KERNEL              a quantized format without a kernel on --gpu for an engine;
 //   PREFLIGHT_MEMORY              the largest rank's weights exceed --gpu-memory;
 //   PREFLIGHT_CONFIG_MISMATCH     the headers disagree with the model config.json describes.

@@ -135,3 +135,38 @@ TEST(PreflightHybrid, Qwen3_5_397B_Fp8AtTp8NamesTheGatedDeltaNetProjectionOf8Row
 
 }  // namespace
 }  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// Qwen1.5-MoE-A2.7B's published dimensions (qwen2_moe): 60 routed experts a layer.
+constexpr const char* kSixtyExperts = R"({"model_type": "qwen2_moe", "hidden_size": 2048,
+  "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632,
+  "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632, "num_experts": 60,
+  "num_experts_per_tok": 4, "decoder_sparse_step": 1, "vocab_size": 151936, "tie_word_embeddings": false})";
+
+TEST(PreflightExperts, RoutedExpertsThatEpDoesNotDivideAreRefusedWithTheEpDegreesThatWork) {
+  test::TempDir tmp;
+  test::write_text(tmp.str("config.json"), kSixtyExperts);
+  auto r = run_at(tmp.str(), 8, 8);
+  EXPECT_FALSE(r.loads());
+  const std::string m = messages(r, "PREFLIGHT_EP_SPLIT");
+  EXPECT_NE(m.find("routed experts 60 / ep 8 = 7 remainder 4"), std::string::npos) << m;
+  EXPECT_NE(m.find("sglang (python/sglang/srt/layers/moe/fused_moe_triton/layer.py:219"), std::string::npos) << m;
+  EXPECT_NE(m.find("loaded unevenly by vllm"), std::string::npos) << m;
+  EXPECT_NE(m.find("--ep 2, --ep 4 (with --tp a multiple of it)"), std::string::npos) << m;
+  for (const auto& e : r.per_engine)
+    EXPECT_EQ(e.loads, e.engine == "vllm") << e.engine << " " << e.why;
+  for (const auto& g : r.working) EXPECT_FALSE(g.ep == 8 || g.ep == 16) << g.tp << " " << g.ep;
+  EXPECT_TRUE(run_at(tmp.str(), 8, 4).loads());
+  // vLLM alone loads it, the largest rank holding 8 experts.
+  PreflightOptions o;
+  o.deployment = {8, 8, 1};
+  o.engines = {"vllm"};
+  auto v = preflight(tmp.str(), o);
+  EXPECT_TRUE(v.loads()) << describe(v.findings);
+  EXPECT_NE(messages(v, "PREFLIGHT_EP_UNEVEN").find("the largest rank holding 8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ckpt
