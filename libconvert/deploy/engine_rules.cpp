@@ -78,6 +78,25 @@ EngineRules parse_rules() {
       read_sources(e["sources"], b.citations, b.sources);
       r.block_rules.push_back(std::move(b));
     }
+  simdjson::dom::object padding;
+  if (root["mxfp4_moe_padding"].get(padding) == simdjson::SUCCESS)
+    for (auto [key, value] : padding) {
+      uint64_t group = 0;
+      if (key == "group") {
+        if (value.get(group) == simdjson::SUCCESS && group > 0) r.mx_group = group;
+        continue;
+      }
+      MxPadding p;
+      simdjson::dom::object multiples;
+      if (value["multiples"].get(multiples) == simdjson::SUCCESS)
+        for (auto [backend, m] : multiples) {
+          uint64_t v = 0;
+          if (m.get(v) == simdjson::SUCCESS && v > 0) p.multiples.emplace_back(std::string(backend), v);
+        }
+      simdjson::dom::element src;
+      if (value["source"].get(src) == simdjson::SUCCESS) p.source = citation_from_json(src);
+      r.mx_padding[std::string(key)] = std::move(p);
+    }
   simdjson::dom::element kernels;
   if (root["kernels"].get(kernels) != simdjson::SUCCESS) return r;
   r.architectures = strings(kernels["architectures"]);

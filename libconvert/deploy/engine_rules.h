@@ -3,8 +3,10 @@
 // which kernels each GPU architecture has for each quantized format.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "deploy/citation.h"
@@ -37,11 +39,19 @@ struct FormatKernels {
   std::map<std::string, Citation> citations;                           // engine -> the engine code
 };
 
+// How an engine pads each rank's MXFP4 expert intermediate size, per kernel backend.
+struct MxPadding {
+  std::vector<std::pair<std::string, uint64_t>> multiples;  // backend -> multiple, in the file's order
+  Citation source;
+};
+
 struct EngineRules {
   std::vector<std::string> engines;        // "vllm", "sglang", "transformers"
   std::vector<BlockRule> block_rules;
   std::vector<std::string> architectures;  // "sm80", ...
   std::vector<FormatKernels> formats;
+  uint64_t mx_group = 32;                     // MXFP4 elements sharing one E8M0 scale
+  std::map<std::string, MxPadding> mx_padding;  // engine -> its padding
 
   const BlockRule* block_rule(const std::string& applies) const;
   const FormatKernels* kernels(const std::string& format) const;

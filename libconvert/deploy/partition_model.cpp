@@ -79,6 +79,9 @@ std::vector<ArchitectureRules> parse_families() {
         r.cls = json_string(m, "class").value_or("");
         r.split = split_from_name(json_string(m, "split").value_or(""));
         r.merged = json_string(m, "merged").value_or("");
+        bool whole = false;
+        auto wg = json_get(m, "whole_groups");
+        r.whole_groups = wg && wg->get(whole) == simdjson::SUCCESS && whole;
         a.modules.push_back(std::move(r));
       }
     out.push_back(std::move(a));

@@ -49,6 +49,7 @@ struct ModuleRule {
   std::string cls;     // the engine's module class, for messages
   Split split = Split::none;
   std::string merged;  // "qkv", "gate_up", "w13": one part of a merged layer ("" = alone)
+  bool whole_groups = false;  // MXFP4 input columns split by whole 32-column groups
 };
 
 struct ArchitectureRules {

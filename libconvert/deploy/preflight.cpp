@@ -220,7 +220,22 @@ struct Analysis {
   // What the block rules would say of the weights the exclusion list leaves unquantized.
   std::map<Problem, std::vector<int64_t>> excluded;
   std::map<Problem, std::set<std::string>> excluded_names;
+  // MXFP4 weights whose rank slice of the input columns breaks a 32-column group -> layers.
+  std::map<std::string, std::vector<int64_t>> mx_groups;
 };
+
+// The engine cuts this MXFP4 weight's input columns (the dimension its E8M0 groups run along).
+bool mx_columns_split(const Weight& w, const TensorPartition& t) {
+  const Split s = w.rule->split;
+  return w.format == "mxfp4" && t.degree > 1 &&
+         (s == Split::row || s == Split::expert_row || s == Split::expert_fused_row);
+}
+
+// A rank's slice of an MXFP4 weight's columns is not whole groups (the engine splits evenly).
+bool mx_group_broken(uint64_t cols, uint32_t degree) {
+  const uint64_t g = engine_rules().mx_group;
+  return cols % degree != 0 || (cols / degree) % g != 0;
+}
 
 Analysis analyse(const Model& m, const Deployment& d, const std::vector<Weight>& weights) {
   Analysis a;
@@ -241,6 +256,14 @@ Analysis analyse(const Model& m, const Deployment& d, const std::vector<Weight>&
         a.excluded[p].push_back(w.layer);
         a.excluded_names[p].insert(p.name);
       }
+    }
+    if (mx_columns_split(w, t) && !w.rule->whole_groups && mx_group_broken(t.cols, t.degree)) {
+      const std::string per = t.cols % t.degree ? std::to_string(t.cols) + "/" + std::to_string(t.degree)
+                                                : std::to_string(t.cols / t.degree);
+      a.mx_groups[w.rule->cls + " (" + last_component(w.module) + "): input columns " + std::to_string(t.cols) +
+                  " / tp " + std::to_string(t.degree) + " = " + per + ", not a multiple of the MXFP4 group " +
+                  std::to_string(engine_rules().mx_group)]
+          .push_back(w.layer);
     }
     std::vector<Problem> ps;
     block_problems(m, w, t, ps);
@@ -289,7 +312,7 @@ bool ep_refused(uint64_t experts, uint32_t ep, const std::vector<std::string>& e
 }
 
 bool blocking(const Analysis& a, const std::vector<std::string>& engines) {
-  if (!a.split_problems.empty()) return true;
+  if (!a.split_problems.empty() || !a.mx_groups.empty()) return true;
   for (const auto& [p, layers] : a.problems)
     for (const auto& e : engines)
       if (behaviour(p, e) != BlockBehaviour::ok) return true;
@@ -730,6 +753,55 @@ void check_expert_parallel(uint64_t experts, PreflightReport& r) {
                         std::to_string((experts + ep - 1) / ep));
 }
 
+// MXFP4 experts under TP. A rank slice that cuts a 32-column group (an engine that splits
+// the columns evenly) gives a rank part of a group whose E8M0 scale sits on another: blocking.
+// gpt-oss's engines split by whole groups instead (ceil(groups / TP) a rank, the last short),
+// and every engine pads a rank's intermediate size to its kernel's multiple: information,
+// per engine, with the source.
+void report_mx_groups(const Model& m, const Analysis& a, const std::vector<Weight>& weights, PreflightReport& r) {
+  const uint64_t g = engine_rules().mx_group;
+  for (const auto& [text, layers] : a.mx_groups) {
+    uint64_t cols = 0;
+    for (const auto& w : weights)
+      if (w.format == "mxfp4" && text.rfind(w.rule->cls + " (", 0) == 0) cols = partition_of(m, w, {1, 1, 1}).cols;
+    std::string tps;
+    for (uint32_t tp : {1u, 2u, 4u, 8u, 16u, 32u, 64u})
+      if (cols && !mx_group_broken(cols, tp)) tps += (tps.empty() ? "" : ", ") + ("--tp " + std::to_string(tp));
+    r.findings.error("PREFLIGHT_MX_GROUP", kNoFile, "", std::nullopt,
+                     text + " in layers " + layer_ranges(layers) + ": a rank's slice breaks a " + std::to_string(g) +
+                         "-column group, whose one E8M0 scale the other rank does not hold. Fix: " +
+                         (tps.empty() ? std::string() : "tp degrees whose slice is whole groups: " + tps + " (or --ep); ") +
+                         "or `ckpt convert --experts bf16 IN OUT` (exact)");
+  }
+  std::set<std::string> seen;
+  for (const auto& w : weights) {
+    const TensorPartition t = partition_of(m, w, r.options.deployment);
+    const Split s = w.rule->split;
+    if (w.format != "mxfp4" || !split_is_expert(s) || split_cuts_rows(s) || !seen.insert(w.rule->cls).second) continue;
+    uint64_t per = t.degree > 1 ? t.cols / t.degree : t.cols;
+    std::string how;
+    if (t.degree > 1 && w.rule->whole_groups && mx_group_broken(t.cols, t.degree)) {
+      const uint64_t groups = ceil_div(ceil_div(t.cols, g), t.degree);
+      per = groups * g;
+      how = "input columns " + std::to_string(t.cols) + " / tp " + std::to_string(t.degree) + " is not whole " +
+            std::to_string(g) + "-column groups, and the engines split by whole groups: " + std::to_string(groups) +
+            " groups = " + std::to_string(per) + " columns a rank, the last rank holding the rest; ";
+    } else if (t.degree > 1 && mx_group_broken(t.cols, t.degree)) {
+      continue;  // reported as PREFLIGHT_MX_GROUP
+    }
+    for (const auto& e : r.engines) {
+      auto it = engine_rules().mx_padding.find(e);
+      if (it == engine_rules().mx_padding.end()) continue;
+      std::string pads;
+      for (const auto& [backend, multiple] : it->second.multiples)
+        pads += (pads.empty() ? "" : ", ") + backend + " " + std::to_string(ceil_div(per, multiple) * multiple);
+      r.findings.info("PREFLIGHT_MXFP4_PADDING", kNoFile, last_component(w.module), std::nullopt,
+                      w.rule->cls + ": " + how + e + " pads each rank's expert intermediate size " +
+                          std::to_string(per) + " by kernel backend to " + pads + " (" + it->second.source.text() + ")");
+    }
+  }
+}
+
 void check_memory(PreflightReport& r) {
   const PreflightReport& in = r;
   const uint64_t budget = r.options.gpu_memory;
@@ -887,6 +959,7 @@ PreflightReport preflight(const std::string& path, const PreflightOptions& optio
   r.rank_bytes = largest_rank_bytes(m, d, weights);
   if (!a.problems.empty() || !a.split_problems.empty()) report_block_problems(m, a, r, block_fix(m, a, weights, r));
   report_excluded(m, a, r);
+  report_mx_groups(m, a, weights, r);
   summarise_modules(m, weights, a, r);
   check_kernels(weights, m, r);
   check_expert_parallel(routed_experts(weights), r);

@@ -170,3 +170,54 @@ TEST(PreflightExperts, RoutedExpertsThatEpDoesNotDivideAreRefusedWithTheEpDegree
 
 }  // namespace
 }  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// gpt-oss-120b's published config: 128 MXFP4 experts of intermediate 2880 (90 groups of 32).
+constexpr const char* kGptOss120b = R"({"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+  "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 36, "num_attention_heads": 64,
+  "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 128, "experts_per_token": 4,
+  "vocab_size": 201088, "tie_word_embeddings": false, "swiglu_limit": 7.0, "sliding_window": 128,
+  "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn",
+    "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}})";
+
+TEST(PreflightMxfp4, ARankSliceThatBreaksA32ColumnGroupIsBlockingWithTheDegreesThatKeepWholeGroups) {
+  // DeepSeek-V4's MXFP4 experts (the seed's tiny layout: moe_intermediate_size 128) are split
+  // evenly: at tp 8 a rank holds 16 columns, half a group.
+  auto r = run_at(test::fixture("oracle/dsv4-tiny"), 8);
+  const std::string m = messages(r, "PREFLIGHT_MX_GROUP");
+  EXPECT_NE(m.find("FusedMoE w2 (routed experts) (w2): input columns 128 / tp 8 = 16, not a multiple of the MXFP4 group 32"),
+            std::string::npos) << describe(r.findings);
+  EXPECT_NE(m.find("--tp 1, --tp 2, --tp 4"), std::string::npos) << m;
+  EXPECT_NE(m.find("ckpt convert --experts bf16"), std::string::npos) << m;
+  for (const auto& g : run_at(test::fixture("oracle/dsv4-tiny"), 1).working) EXPECT_LE(g.tp, 4u) << g.tp;
+  EXPECT_FALSE(run_at(test::fixture("oracle/dsv4-tiny"), 4).findings.has_code("PREFLIGHT_MX_GROUP"));
+}
+
+TEST(PreflightMxfp4, GptOssAtTp8IsSplitByWholeGroupsAndEachEnginesPaddingIsInformationWithItsSource) {
+  test::TempDir tmp;
+  test::write_text(tmp.str("config.json"), kGptOss120b);
+  auto r = run_at(tmp.str(), 8);
+  EXPECT_TRUE(r.loads()) << describe(r.findings);
+  EXPECT_FALSE(r.findings.has_code("PREFLIGHT_MX_GROUP"));
+  std::string vllm, sglang;
+  for (const auto& f : r.findings.items())
+    if (f.code == "PREFLIGHT_MXFP4_PADDING") {
+      EXPECT_EQ(f.severity, Severity::info);
+      (f.message.find("; vllm pads") != std::string::npos ? vllm : sglang) += f.message;
+    }
+  // 2880 / 8 = 360 columns is 11.25 groups: both engines give a rank 12 whole groups.
+  for (const std::string* m : {&vllm, &sglang})
+    EXPECT_NE(m->find("input columns 2880 / tp 8 is not whole 32-column groups, and the engines split by whole "
+                      "groups: 12 groups = 384 columns a rank"),
+              std::string::npos) << *m;
+  EXPECT_NE(vllm.find("Triton (default) 384, Marlin 384, FlashInfer CUTLASS 384, DeepGEMM 384, TRT-LLM 512, ROCm 512"),
+            std::string::npos) << vllm;
+  EXPECT_NE(vllm.find("fused_moe/oracle/mxfp4.py:655-687"), std::string::npos) << vllm;
+  EXPECT_NE(sglang.find("triton_kernels 384, SM100 Triton 384, SM100 FlashInfer 512"), std::string::npos) << sglang;
+  EXPECT_NE(sglang.find("python/sglang/srt/layers/quantization/mxfp4.py:321-357"), std::string::npos) << sglang;
+}
+
+}  // namespace
+}  // namespace ckpt
