@@ -412,6 +412,12 @@ bool tensors_from_config(simdjson::dom::element top, const QuantScheme& scheme, 
   return dense(b, model_type);
 }
 
+bool is_full_attention_layer(simdjson::dom::element top, uint64_t layer, uint64_t layers) {
+  const simdjson::dom::element config = language_config(top);
+  auto interval = json_int(config, "full_attention_interval");
+  return full_attention_layer(config, layer, layers, interval && *interval > 0 ? static_cast<uint64_t>(*interval) : 4);
+}
+
 uint64_t derived_tensor_estimate(simdjson::dom::element top) {
   const simdjson::dom::element config = language_config(top);
   // Each count clamped to [1, 2^24] (larger is refused by the builder anyway), so the

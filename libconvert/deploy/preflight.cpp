@@ -802,6 +802,66 @@ void report_mx_groups(const Model& m, const Analysis& a, const std::vector<Weigh
   }
 }
 
+uint64_t kv_dtype_bytes(const std::string& dtype) { return dtype == "fp8" ? 1 : 2; }
+
+// The KV cache a token costs on the largest rank, and a hybrid's fixed state a sequence
+// (preflight.h PreflightKvCache). Layers are those of the largest pipeline stage.
+PreflightKvCache kv_cache_of(const Model& m, const PreflightReport& r) {
+  PreflightKvCache kv;
+  if (!m.config) return kv;
+  const auto& d = r.options.deployment;
+  const uint32_t tp = std::max<uint32_t>(d.tp, 1), pp = std::max<uint32_t>(d.pp, 1);
+  const uint64_t layers = config_int(m, "num_hidden_layers");
+  kv.dtype_bytes = kv_dtype_bytes(r.options.kv_cache_dtype);
+  const std::string dtype = r.options.kv_cache_dtype == "auto" ? "bf16, the model's" : r.options.kv_cache_dtype;
+  if (r.family == "deepseek_v4" || !layers) {
+    kv.how = "not modelled for " + r.family + " (its compressed attention caches per layer type)";
+    return kv;
+  }
+  kv.modelled = true;
+  if (r.family == "deepseek_v3") {
+    const uint64_t lora = config_int(m, "kv_lora_rank"), rope = config_int(m, "qk_rope_head_dim");
+    kv.attention_layers = ceil_div(layers, pp);
+    kv.bytes_per_token = kv.attention_layers * (lora + rope) * kv.dtype_bytes;
+    kv.how = "MLA: " + std::to_string(kv.attention_layers) + " layers x (kv_lora_rank " + std::to_string(lora) +
+             " + qk_rope_head_dim " + std::to_string(rope) + ") x " + std::to_string(kv.dtype_bytes) + " bytes (" +
+             dtype + "), the same on every rank (MLA's latent cache is not split by tp)";
+    return kv;
+  }
+  const bool hybrid = r.family == "qwen3_next" || r.family == "qwen3_5_moe";
+  uint64_t attention = 0;
+  for (uint64_t l = 0; l < layers; ++l) attention += !hybrid || is_full_attention_layer(*m.config, l, layers);
+  kv.attention_layers = ceil_div(attention, pp);
+  const uint64_t kv_heads = m.heads.kv_heads, head_dim = m.heads.head_dim;
+  const uint64_t rank_heads = std::max<uint64_t>(kv_heads / tp, 1);
+  kv.bytes_per_token = kv.attention_layers * rank_heads * head_dim * 2 * kv.dtype_bytes;
+  kv.how = std::to_string(kv.attention_layers) + " attention layers x " + std::to_string(rank_heads) +
+           " KV heads a rank (" + std::to_string(kv_heads) + " / tp " + std::to_string(tp) + ", at least 1) x head_dim " +
+           std::to_string(head_dim) + " x 2 (K, V) x " + std::to_string(kv.dtype_bytes) + " bytes (" + dtype + ")";
+  if (r.family == "gpt_oss") kv.how += "; sliding-window layers counted as full (an upper bound)";
+  if (hybrid) {
+    // A GatedDeltaNet layer keeps, per sequence, its convolution window and its recurrent
+    // state (value heads x key dim x value dim), both split by tp, in the model's dtype.
+    const uint64_t kh = config_int(m, "linear_num_key_heads"), vh = config_int(m, "linear_num_value_heads");
+    const uint64_t dk = config_int(m, "linear_key_head_dim"), dv = config_int(m, "linear_value_head_dim");
+    const uint64_t conv = std::max<uint64_t>(config_int(m, "linear_conv_kernel_dim"), 1);
+    kv.state_layers = ceil_div(layers - attention, pp);
+    const uint64_t conv_state = (2 * kh * dk + vh * dv) / tp * (conv - 1), recurrent = vh / tp * dk * dv;
+    kv.state_bytes_per_sequence = kv.state_layers * (conv_state + recurrent) * 2;
+    kv.how += "; the " + std::to_string(kv.state_layers) + " linear-attention layers hold no KV cache but a fixed state "
+              "of " + std::to_string(kv.state_bytes_per_sequence) + " bytes a sequence (convolution " +
+              std::to_string(conv_state) + " + recurrent " + std::to_string(recurrent) + " elements a layer, bf16)";
+  }
+  return kv;
+}
+
+// Tokens (and sequences of --max-model-len) of KV cache in what the weights leave of the budget.
+void kv_capacity(PreflightKvCache& kv, uint64_t left, uint64_t max_model_len) {
+  if (!kv.modelled || !kv.bytes_per_token) return;
+  kv.tokens = left / kv.bytes_per_token;
+  if (max_model_len) kv.sequences = left / (max_model_len * kv.bytes_per_token + kv.state_bytes_per_sequence);
+}
+
 void check_memory(PreflightReport& r) {
   const PreflightReport& in = r;
   const uint64_t budget = r.options.gpu_memory;
@@ -823,8 +883,19 @@ void check_memory(PreflightReport& r) {
                      head + ": does not fit (" + gib(in.rank_bytes - budget) + " over, before any KV cache). Fix: " +
                          (fix.empty() ? "more ranks, pipeline stages (--pp), or a smaller format" : fix));
   } else {
+    kv_capacity(r.kv, budget - in.rank_bytes, r.options.max_model_len);
+    std::string cache;
+    if (r.kv.modelled && r.kv.bytes_per_token)
+      cache = ": " + std::to_string(r.kv.tokens) + " tokens of KV cache at " + std::to_string(r.kv.bytes_per_token) +
+              " bytes a token a rank (" + r.kv.how + ")" +
+              (r.options.max_model_len ? ", " + std::to_string(r.kv.sequences) + " sequences of --max-model-len " +
+                                             std::to_string(r.options.max_model_len)
+                                       : std::string()) +
+              ", before activations and the engine's reserve";
+    else if (!r.kv.how.empty())
+      cache = " (KV cache " + r.kv.how + ")";
     r.findings.info("PREFLIGHT_MEMORY_FITS", kNoFile, "", std::nullopt,
-                    head + ": fits, " + gib(budget - in.rank_bytes) + " left for the KV cache and activations");
+                    head + ": fits, " + gib(budget - in.rank_bytes) + " left for the KV cache and activations" + cache);
   }
 }
 
@@ -911,6 +982,9 @@ bool check_usage(PreflightReport& r) {
     return false;
   };
   if (d.tp == 0 || d.ep == 0 || d.pp == 0) return usage("--tp, --ep and --pp must be at least 1");
+  const std::string& kv = r.options.kv_cache_dtype;
+  if (kv != "auto" && kv != "bf16" && kv != "fp16" && kv != "fp8")
+    return usage("--kv-cache-dtype '" + kv + "' is not auto, bf16, fp16 or fp8");
   if (d.ep > 1 && d.tp % d.ep != 0)
     return usage("--ep " + std::to_string(d.ep) + " must divide --tp " + std::to_string(d.tp) +
                  " (experts are split over tp / ep ranks, whole when ep = tp)");
@@ -963,6 +1037,7 @@ PreflightReport preflight(const std::string& path, const PreflightOptions& optio
   summarise_modules(m, weights, a, r);
   check_kernels(weights, m, r);
   check_expert_parallel(routed_experts(weights), r);
+  r.kv = kv_cache_of(m, r);
   check_memory(r);
   r.findings.sort_stable();
   per_engine_verdicts(a, r);

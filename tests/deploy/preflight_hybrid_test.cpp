@@ -9,6 +9,7 @@
 
 #include "deploy/config_tensors.h"
 #include "deploy/preflight.h"
+#include "report/preflight_report.h"
 #include "formats/json.h"
 #include "model/quant_scheme.h"
 #include "test_util.h"
@@ -217,6 +218,65 @@ TEST(PreflightMxfp4, GptOssAtTp8IsSplitByWholeGroupsAndEachEnginesPaddingIsInfor
   EXPECT_NE(vllm.find("fused_moe/oracle/mxfp4.py:655-687"), std::string::npos) << vllm;
   EXPECT_NE(sglang.find("triton_kernels 384, SM100 Triton 384, SM100 FlashInfer 512"), std::string::npos) << sglang;
   EXPECT_NE(sglang.find("python/sglang/srt/layers/quantization/mxfp4.py:321-357"), std::string::npos) << sglang;
+}
+
+}  // namespace
+}  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+constexpr uint64_t kGiB141 = uint64_t{141} << 30;
+
+PreflightReport with_memory(const std::string& path, uint32_t tp, const std::string& kv_dtype = "auto",
+                            uint64_t max_len = 0, uint32_t ep = 1) {
+  PreflightOptions o;
+  o.deployment = {tp, ep, 1};
+  o.gpu_memory = kGiB141;
+  o.kv_cache_dtype = kv_dtype;
+  o.max_model_len = max_len;
+  return preflight(path, o);
+}
+
+TEST(PreflightKvCache, WhatTheWeightsLeaveIsReportedAsTokensOfKvCacheFromTheConfig) {
+  // Qwen3-235B: 94 layers, 4 KV heads of 128. At tp 4 one head a rank; at tp 8 still one (replicated).
+  for (uint32_t tp : {4u, 8u}) {
+    auto r = with_memory(test::fixture("preflight/qwen3-235b-a22b-fp8"), tp);
+    ASSERT_TRUE(r.kv.modelled);
+    EXPECT_EQ(r.kv.bytes_per_token, 94u * 1 * 128 * 2 * 2) << tp;
+    if (r.rank_bytes < kGiB141) {
+      EXPECT_EQ(r.kv.tokens, (kGiB141 - r.rank_bytes) / r.kv.bytes_per_token);
+      EXPECT_NE(messages(r, "PREFLIGHT_MEMORY_FITS").find(std::to_string(r.kv.tokens) + " tokens of KV cache at 48128 bytes"),
+                std::string::npos) << describe(r.findings);
+    }
+  }
+  // At tp 2 the two KV heads a rank double it; an FP8 cache halves it.
+  EXPECT_EQ(with_memory(test::fixture("preflight/qwen3-235b-a22b-fp8"), 2).kv.bytes_per_token, 94u * 2 * 128 * 2 * 2);
+  EXPECT_EQ(with_memory(test::fixture("preflight/qwen3-235b-a22b-fp8"), 4, "fp8").kv.bytes_per_token, 94u * 128 * 2);
+  // The JSON report carries it.
+  const std::string json = preflight_json(with_memory(test::fixture("preflight/qwen3-235b-a22b-fp8"), 4));
+  EXPECT_NE(json.find("\"bytes_per_token\":48128"), std::string::npos) << json.substr(json.find("kv_cache"), 300);
+}
+
+TEST(PreflightKvCache, MlaCachesTheLatentAndRopeDimensionsUnsplitByTp) {
+  for (uint32_t tp : {16u, 32u}) {
+    auto r = with_memory(test::fixture("preflight/deepseek-r1-bf16"), tp);
+    EXPECT_EQ(r.kv.bytes_per_token, 61u * (512 + 64) * 2) << tp;
+    EXPECT_NE(r.kv.how.find("not split by tp"), std::string::npos) << r.kv.how;
+  }
+}
+
+TEST(PreflightKvCache, AHybridsLinearAttentionLayersHoldAFixedStateInsteadOfKv) {
+  auto r = with_memory(test::fixture("preflight/qwen3.5-397b-a17b-fp8"), 8, "auto", 32768, 8);
+  ASSERT_TRUE(r.kv.modelled);
+  EXPECT_EQ(r.kv.attention_layers, 15u);  // every 4th of 60
+  EXPECT_EQ(r.kv.bytes_per_token, 15u * 1 * 256 * 2 * 2);
+  EXPECT_EQ(r.kv.state_layers, 45u);
+  // conv window (q, k of 16 x 128, v of 64 x 128) / 8 x 3, recurrent 64 / 8 x 128 x 128, BF16.
+  EXPECT_EQ(r.kv.state_bytes_per_sequence, 45u * ((2 * 16 * 128 + 64 * 128) / 8 * 3 + 64 / 8 * 128 * 128) * 2);
+  ASSERT_LT(r.rank_bytes, kGiB141);
+  EXPECT_EQ(r.kv.sequences, (kGiB141 - r.rank_bytes) / (32768 * r.kv.bytes_per_token + r.kv.state_bytes_per_sequence));
+  EXPECT_NE(r.kv.how.find("fixed state"), std::string::npos);
 }
 
 }  // namespace
