@@ -378,8 +378,11 @@ simdjson::dom::element language_config(simdjson::dom::element config) {
 bool tensors_from_config(simdjson::dom::element top, const QuantScheme& scheme, Findings& f,
                          std::vector<DeployTensor>& out) {
   const simdjson::dom::element config = language_config(top);
+  // The release's model_type names the family (qwen3_5_moe); a text config given alone names
+  // its own (qwen3_5_moe_text). A multimodal release of an unknown family is not taken for
+  // the family of its text model.
   const std::string model_type =
-      json_string(config, "model_type").value_or(json_string(top, "model_type").value_or(""));
+      json_string(top, "model_type").value_or(json_string(config, "model_type").value_or(""));
   const ArchitectureRules* arch = architecture_for(model_type);
   if (!arch) {
     std::string known;

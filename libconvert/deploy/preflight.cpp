@@ -647,28 +647,6 @@ void report_block_problems(const Model& m, const Analysis& a, PreflightReport& r
     r.findings.error("PREFLIGHT_TP_SPLIT", kNoFile, "", std::nullopt, s + ": every engine refuses it. Fix: " + fix);
 }
 
-// A module the block-FP8 config leaves unquantized by name, whose per-rank rows are no
-// multiple of the block: it loads, but only while the engine matches the exclusion to its own
-// module name. SGLang matches modules_to_not_convert as a substring of its module prefix
-// (quantization/utils.py is_layer_skipped); a release whose names the engine's prefix does not
-// contain is quantized and refused at start-up: sglang#19045, Qwen3.5-397B-A17B-FP8 at TP 8,
-// in_proj_b of 64 rows, 8 a rank.
-void report_excluded(const Model& m, const Analysis& a, PreflightReport& r) {
-  for (const auto& [p, layers] : a.excluded) {
-    std::string names;
-    for (const auto& n : a.excluded_names.at(p)) names += (names.empty() ? "" : "/") + n;
-    r.findings.warning("PREFLIGHT_EXCLUDED_BELOW_BLOCK", kNoFile, p.name, std::nullopt,
-                       p.cls + " " + names + " in layers " + layer_ranges(layers) +
-                           ": unquantized by quantization_config's exclusion list, so it loads; quantized it would "
-                           "not: " + division_text(m, r.options.deployment, p) + ". An engine that does not match "
-                           "the exclusion to its own module name quantizes it and refuses it at start-up (sglang#19045: "
-                           "Qwen3.5-397B-A17B-FP8 at tp 8, \"Weight output_partition_size = 8 is not divisible by weight "
-                           "quantization block_n = 128\"; SGLang matches the list against its module prefix, "
-                           "python/sglang/srt/layers/quantization/utils.py:46-96 is_layer_skipped). Fix: keep the "
-                           "exclusion's names equal to the engine's module names (model.language_model.layers.N...)");
-  }
-}
-
 std::string block_fix(const Model& m, const Analysis& a, const std::vector<Weight>& weights, PreflightReport& r) {
   const auto& d = r.options.deployment;
   uint64_t bn = m.scheme.block_rows, bk = m.scheme.block_cols;
@@ -751,6 +729,28 @@ void check_expert_parallel(uint64_t experts, PreflightReport& r) {
     r.findings.info("PREFLIGHT_EP_UNEVEN", kNoFile, "", std::nullopt,
                     text + ": loaded unevenly by " + uneven + ", the largest rank holding " +
                         std::to_string((experts + ep - 1) / ep));
+}
+
+// A module the block-FP8 config leaves unquantized by name, whose per-rank rows are no
+// multiple of the block: it loads, but only while the engine matches the exclusion to its own
+// module name. SGLang matches modules_to_not_convert as a substring of its module prefix
+// (quantization/utils.py is_layer_skipped); a release whose names the engine's prefix does not
+// contain is quantized and refused at start-up: sglang#19045, Qwen3.5-397B-A17B-FP8 at TP 8,
+// in_proj_b of 64 rows, 8 a rank.
+void report_excluded(const Model& m, const Analysis& a, PreflightReport& r) {
+  for (const auto& [p, layers] : a.excluded) {
+    std::string names;
+    for (const auto& n : a.excluded_names.at(p)) names += (names.empty() ? "" : "/") + n;
+    r.findings.warning("PREFLIGHT_EXCLUDED_BELOW_BLOCK", kNoFile, p.name, std::nullopt,
+                       p.cls + " " + names + " in layers " + layer_ranges(layers) +
+                           ": unquantized by quantization_config's exclusion list, so it loads; quantized it would "
+                           "not: " + division_text(m, r.options.deployment, p) + ". An engine that does not match "
+                           "the exclusion to its own module name quantizes it and refuses it at start-up (sglang#19045: "
+                           "Qwen3.5-397B-A17B-FP8 at tp 8, \"Weight output_partition_size = 8 is not divisible by weight "
+                           "quantization block_n = 128\"; SGLang matches the list against its module prefix, "
+                           "python/sglang/srt/layers/quantization/utils.py:46-96 is_layer_skipped). Fix: keep the "
+                           "exclusion's names equal to the engine's module names (model.language_model.layers.N...)");
+  }
 }
 
 // MXFP4 experts under TP. A rank slice that cuts a 32-column group (an engine that splits

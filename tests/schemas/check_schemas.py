@@ -43,6 +43,8 @@ def main() -> int:
         ("preflight-report.schema.json", ["preflight", "--gpu", "sm80", "--json", "-", str(fixtures / "oracle/dsv4-tiny")]),
         ("preflight-report.schema.json", ["preflight", "--tp", "2", "--json", "-", str(fixtures / "families/gptoss-mxfp4/in")]),
         ("preflight-report.schema.json", ["preflight", "--json", "-", "/nonexistent"]),
+        ("preflight-report.schema.json", ["preflight", "--tp", "8", "--ep", "8", "--gpu-memory", "141G", "--max-model-len", "32768", "--json", "-", str(fixtures / "preflight/qwen3.5-397b-a17b-fp8")]),
+        ("preflight-report.schema.json", ["preflight", "--tp", "8", "--kv-cache-dtype", "fp8", "--gpu-memory", "141G", "--json", "-", str(fixtures / "preflight/deepseek-r1-fp8")]),
     ]
     failed = 0
     import tempfile
