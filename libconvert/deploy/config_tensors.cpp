@@ -246,6 +246,10 @@ bool qwen3_next(Builder& b, bool qwen3_5) {
   if (!b.ok()) return false;
   const uint64_t hd = head_dim(b, H, nh);
   const std::string root = qwen3_5 ? "model.language_model." : "model.";
+  // The attention output gate doubles q_proj's rows (attn_output_gate, on unless false).
+  bool output_gate = true;
+  auto gate = json_get(b.config(), "attn_output_gate");
+  if (gate && gate->get(output_gate) != simdjson::SUCCESS) output_gate = true;
   b.plain(root + "embed_tokens.weight", {V, H});
   b.plain(root + "norm.weight", {H});
   if (!tied(b.config())) b.plain("lm_head.weight", {V, H});
@@ -256,7 +260,7 @@ bool qwen3_next(Builder& b, bool qwen3_5) {
     b.plain(p + "post_attention_layernorm.weight", {H});
     const std::string g = p + "linear_attn.";
     if (full_attention_layer(b.config(), l, L, interval)) {
-      attention(b, p, H, nh, nkv, hd, kQwenScale, true, true);
+      attention(b, p, H, nh, nkv, hd, kQwenScale, true, output_gate);
     } else if (qwen3_5) {
       b.linear(g + "in_proj_qkv", 2 * kh * dk + vh * dv, H, true, kQwenScale);
       b.linear(g + "in_proj_z", vh * dv, H, true, kQwenScale);

@@ -102,6 +102,21 @@ TEST(PreflightHybrid, LayerTypesOverrideTheIntervalWhenTheyListEveryLayer) {
   EXPECT_EQ(layer_ranges(gdn->layers), "1, 3");
 }
 
+TEST(PreflightHybrid, TheAttentionOutputGateDoublesQProjUnlessTheConfigTurnsItOff) {
+  for (const char* gate : {"", R"("attn_output_gate": false,)"}) {
+    test::TempDir tmp;
+    test::write_text(tmp.str("config.json"), std::string(R"({"model_type": "qwen3_next", )") + gate +
+                                                 R"( "hidden_size": 256, "num_hidden_layers": 4,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "moe_intermediate_size": 128,
+      "num_experts": 4, "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 64,
+      "linear_value_head_dim": 64, "vocab_size": 1024})");
+    auto r = run_at(tmp.str(), 1);
+    const PreflightModule* q = module_named(r, "q_proj");
+    ASSERT_NE(q, nullptr) << describe(r.findings);
+    EXPECT_EQ(q->rows, (*gate ? 1u : 2u) * 4 * 64) << gate;
+  }
+}
+
 // sglang#19045: Qwen3.5-397B-A17B-FP8 at TP 8, "Weight output_partition_size = 8 is not
 // divisible by weight quantization block_n = 128" from the GatedDeltaNet's in_proj_b: 64 value
 // heads / 8 = 8 rows a rank. The release leaves in_proj_b / in_proj_a in BF16 by name, so an
