@@ -489,6 +489,10 @@ bool dequantized(const Model& m, const std::string& module) {
   return w && w->dtype == "BF16";
 }
 
+// A multimodal release's vision tower (Qwen3.5's model.visual.*): config.json's text_config
+// describes the language model only, so these are not compared with it.
+bool is_vision_tensor(const std::string& name) { return name.rfind("model.visual.", 0) == 0; }
+
 // Headers are the truth; the model config.json describes must be the one they hold.
 void compare_with_config(const Model& m, PreflightReport& r) {
   if (r.config_only || !m.arch) return;
@@ -524,7 +528,7 @@ void compare_with_config(const Model& m, PreflightReport& r) {
     }
   }
   for (const auto& t : m.tensors)
-    if (!expected.count(t.name) && !is_mtp_tensor(*m.config, t.name))
+    if (!expected.count(t.name) && !is_mtp_tensor(*m.config, t.name) && !is_vision_tensor(t.name))
       problems.push_back(t.name + " (in the headers, not in config.json's model)");
   if (problems.empty()) return;
   std::string list;

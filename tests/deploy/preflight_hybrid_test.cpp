@@ -1,6 +1,7 @@
 // ckpt preflight of the Qwen3.5 / Qwen3-Next hybrids from config.json alone
 // (libconvert/deploy/config_tensors.h, preflight.h): layer types, the GatedDeltaNet
 // projections, the shared and routed experts, and the sglang#19045 case.
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -296,3 +297,70 @@ TEST(PreflightKvCache, AHybridsLinearAttentionLayersHoldAFixedStateInsteadOfKv) 
 
 }  // namespace
 }  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// A tiny Qwen3.5-MoE release in BF16, as its checkpoints are laid out: the language model
+// under model.language_model.*, fused routed experts, a vision tower and an MTP layer beside it.
+constexpr const char* kTinyQwen3_5 = R"({"architectures": ["Qwen3_5MoeForConditionalGeneration"],
+  "model_type": "qwen3_5_moe", "tie_word_embeddings": false, "vision_config": {"depth": 1},
+  "text_config": {"model_type": "qwen3_5_moe_text", "hidden_size": 256, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "moe_intermediate_size": 128,
+    "shared_expert_intermediate_size": 128, "num_experts": 8, "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4, "linear_key_head_dim": 64, "linear_value_head_dim": 64,
+    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+    "vocab_size": 1024, "tie_word_embeddings": false}})";
+
+TEST(PreflightHybrid, AQwen3_5CheckpointWithItsVisionTowerAgreesWithItsConfigAlone) {
+  test::TempDir tmp;
+  const std::string full = tmp.str("full"), cfg = tmp.str("cfg");
+  std::filesystem::create_directories(full);
+  std::filesystem::create_directories(cfg);
+  test::write_text(full + "/config.json", kTinyQwen3_5);
+  test::write_text(cfg + "/config.json", kTinyQwen3_5);
+  JsonDoc doc;
+  std::string error;
+  ASSERT_TRUE(doc.parse(kTinyQwen3_5, error)) << error;
+  QuantScheme scheme;
+  ASSERT_TRUE(detect_quant_scheme(&doc, scheme, error)) << error;
+  std::vector<DeployTensor> tensors;
+  Findings f;
+  ASSERT_TRUE(tensors_from_config(doc.root(), scheme, f, tensors)) << describe(f);
+  tensors.push_back({"model.visual.blocks.0.attn.qkv.weight", "BF16", {48, 16}, 48 * 16 * 2});
+  tensors.push_back({"mtp.fc.weight", "BF16", {256, 512}, 256 * 512 * 2});
+  std::string header = "{";
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    std::string shape;
+    for (auto s : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(s);
+    header += std::string(offset ? "," : "") + "\"" + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[" + shape +
+              "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + t.nbytes) + "]}";
+    offset += t.nbytes;
+  }
+  header += "}";
+  test::write_file(full + "/model.safetensors", test::make_safetensors(header, std::vector<uint8_t>(offset, 0)));
+  for (uint32_t tp : {1u, 2u}) {
+    auto h = run_at(full, tp), c = run_at(cfg, tp);
+    EXPECT_FALSE(h.config_only);
+    EXPECT_TRUE(c.config_only);
+    EXPECT_FALSE(h.findings.has_code("PREFLIGHT_CONFIG_MISMATCH")) << describe(h.findings);
+    EXPECT_TRUE(h.loads()) << describe(h.findings);
+    EXPECT_EQ(h.loads(), c.loads());
+    ASSERT_EQ(h.modules.size(), c.modules.size());
+    for (size_t i = 0; i < h.modules.size(); ++i) {
+      EXPECT_EQ(h.modules[i].names, c.modules[i].names);
+      EXPECT_EQ(h.modules[i].rank_rows, c.modules[i].rank_rows) << h.modules[i].names;
+      EXPECT_EQ(h.modules[i].rank_cols, c.modules[i].rank_cols) << h.modules[i].names;
+    }
+    // The fused BF16 experts: [8, 2 x 128, 256] gate_up, [8, 256, 128] down, split by tp.
+    const PreflightModule* down = module_named(c, "down_proj");
+    ASSERT_NE(down, nullptr);
+    EXPECT_EQ(down->rank_cols, 128u / tp);
+    EXPECT_EQ(down->experts, 8u);
+  }
+}
+
+}  // namespace
+}  // namespace ckpt
+
