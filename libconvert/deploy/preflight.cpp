@@ -247,7 +247,7 @@ Analysis analyse(const Model& m, const Deployment& d, const std::vector<Weight>&
       std::string text = w.rule->cls + " (" + last_component(w.module) + "): " + t.problem;
       if (split_seen.insert(text).second) a.split_problems.push_back(text);
     }
-    if (w.excluded) {
+    if (w.excluded && t.degree > 1) {  // unsplit, an engine checks no block of it
       Weight as_block_fp8 = w;
       as_block_fp8.format = "fp8_block";
       std::vector<Problem> xs;

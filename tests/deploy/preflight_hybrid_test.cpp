@@ -131,6 +131,7 @@ TEST(PreflightHybrid, Qwen3_5_397B_Fp8AtTp8NamesTheGatedDeltaNetProjectionOf8Row
   EXPECT_NE(w.find("in_proj_a/in_proj_b in layers 0-2, 4-6"), std::string::npos) << w;
   EXPECT_NE(w.find("linear_num_value_heads 64 / tp 8 = 8, not a multiple of block_n 128"), std::string::npos) << w;
   EXPECT_NE(w.find("sglang#19045"), std::string::npos) << w;
+  EXPECT_FALSE(run_at(published_qwen3_5(), 1).findings.has_code("PREFLIGHT_EXCLUDED_BELOW_BLOCK"));  // not split
   // Every other projection divides: q/k 2048, v / z 8192, out_proj 8192 / 8, experts 1024 / 8 = 128.
   EXPECT_FALSE(r.findings.has_code("PREFLIGHT_BLOCK_DIVISIBILITY")) << describe(r.findings);
 
