@@ -217,16 +217,20 @@ bool qwen3_moe(Builder& b) {
   return b.ok();
 }
 
-// Whether layer `l` of a hybrid is full attention: config.json's `layer_types` when it lists
-// every layer ("full_attention" / "linear_attention"), else every `full_attention_interval`-th.
-bool full_attention_layer(simdjson::dom::element c, uint64_t l, uint64_t layers, uint64_t interval) {
+std::vector<bool> layer_kinds(simdjson::dom::element c, uint64_t layers, uint64_t interval) {
+  std::vector<bool> full(layers, false);
   simdjson::dom::array types;
   auto e = json_get(c, "layer_types");
   if (e && e->get(types) == simdjson::SUCCESS && types.size() == layers) {
-    std::string_view t;
-    return types.at(l).get(t) == simdjson::SUCCESS && t == "full_attention";
+    size_t l = 0;
+    for (auto t : types) {
+      std::string_view s;
+      full[l++] = t.get(s) == simdjson::SUCCESS && s == "full_attention";
+    }
+    return full;
   }
-  return (l + 1) % interval == 0;
+  for (uint64_t l = 0; l < layers; ++l) full[l] = (l + 1) % interval == 0;
+  return full;
 }
 
 // Qwen3-Next and Qwen3.5-MoE: GatedDeltaNet layers with one full-attention layer in every
@@ -254,12 +258,13 @@ bool qwen3_next(Builder& b, bool qwen3_5) {
   b.plain(root + "norm.weight", {H});
   if (!tied(b.config())) b.plain("lm_head.weight", {V, H});
   const bool fused_experts = qwen3_5 && b.scheme().profile.empty();
+  const std::vector<bool> full = layer_kinds(b.config(), L, interval);
   for (uint64_t l = 0; l < L && b.ok(); ++l) {
     const std::string p = root + "layers." + std::to_string(l) + ".";
     b.plain(p + "input_layernorm.weight", {H});
     b.plain(p + "post_attention_layernorm.weight", {H});
     const std::string g = p + "linear_attn.";
-    if (full_attention_layer(b.config(), l, L, interval)) {
+    if (full[l]) {
       attention(b, p, H, nh, nkv, hd, kQwenScale, true, output_gate);
     } else if (qwen3_5) {
       b.linear(g + "in_proj_qkv", 2 * kh * dk + vh * dv, H, true, kQwenScale);
@@ -270,7 +275,7 @@ bool qwen3_next(Builder& b, bool qwen3_5) {
       b.linear(g + "in_proj_qkvz", 2 * kh * dk + 2 * vh * dv, H, true, kQwenScale);
       b.linear(g + "in_proj_ba", 2 * vh, H, true, kQwenScale);
     }
-    if (!full_attention_layer(b.config(), l, L, interval)) {
+    if (!full[l]) {
       b.plain(g + "conv1d.weight", {2 * kh * dk + vh * dv, 1, conv});
       b.plain(g + "A_log", {vh});
       b.plain(g + "dt_bias", {vh});
@@ -419,10 +424,10 @@ bool tensors_from_config(simdjson::dom::element top, const QuantScheme& scheme, 
   return dense(b, model_type);
 }
 
-bool is_full_attention_layer(simdjson::dom::element top, uint64_t layer, uint64_t layers) {
+std::vector<bool> full_attention_layers(simdjson::dom::element top, uint64_t layers) {
   const simdjson::dom::element config = language_config(top);
   auto interval = json_int(config, "full_attention_interval");
-  return full_attention_layer(config, layer, layers, interval && *interval > 0 ? static_cast<uint64_t>(*interval) : 4);
+  return layer_kinds(config, layers, interval && *interval > 0 ? static_cast<uint64_t>(*interval) : 4);
 }
 
 uint64_t derived_tensor_estimate(simdjson::dom::element top) {

@@ -46,9 +46,10 @@ bool tensors_from_config(simdjson::dom::element config, const QuantScheme& schem
 uint64_t derived_tensor_estimate(simdjson::dom::element config);
 inline constexpr uint64_t kMaxDerivedTensors = uint64_t{1} << 18;
 
-// Whether layer `layer` of a hybrid (Qwen3-Next, Qwen3.5) is full attention: config.json's
-// `layer_types` when it lists every layer, else every `full_attention_interval`-th (4).
-bool is_full_attention_layer(simdjson::dom::element config, uint64_t layer, uint64_t layers);
+// Which of the `layers` layers of a hybrid (Qwen3-Next, Qwen3.5) are full attention:
+// config.json's `layer_types` when it lists every layer, else every
+// `full_attention_interval`-th (default 4). One pass over the list.
+std::vector<bool> full_attention_layers(simdjson::dom::element config, uint64_t layers);
 
 // True for a tensor of an MTP / next-token-prediction layer (layers.N with N >=
 // num_hidden_layers, or DeepSeek-V4's mtp.N): not part of the served main model.

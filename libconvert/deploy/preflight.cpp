@@ -818,6 +818,10 @@ PreflightKvCache kv_cache_of(const Model& m, const PreflightReport& r) {
   const uint64_t layers = config_int(m, "num_hidden_layers");
   kv.dtype_bytes = kv_dtype_bytes(r.options.kv_cache_dtype);
   const std::string dtype = r.options.kv_cache_dtype == "auto" ? "bf16, the model's" : r.options.kv_cache_dtype;
+  if (layers > (uint64_t{1} << 24)) {  // config.json's, beside headers that disagree (a finding)
+    kv.how = "not modelled: num_hidden_layers " + std::to_string(layers) + " is no model's";
+    return kv;
+  }
   if (r.family == "deepseek_v4" || !layers) {
     kv.how = "not modelled for " + r.family + " (its compressed attention caches per layer type)";
     return kv;
@@ -833,8 +837,11 @@ PreflightKvCache kv_cache_of(const Model& m, const PreflightReport& r) {
     return kv;
   }
   const bool hybrid = r.family == "qwen3_next" || r.family == "qwen3_5_moe";
-  uint64_t attention = 0;
-  for (uint64_t l = 0; l < layers; ++l) attention += !hybrid || is_full_attention_layer(*m.config, l, layers);
+  uint64_t attention = layers;
+  if (hybrid) {
+    const std::vector<bool> full = full_attention_layers(*m.config, layers);
+    attention = static_cast<uint64_t>(std::count(full.begin(), full.end(), true));
+  }
   kv.attention_layers = ceil_div(attention, pp);
   const uint64_t kv_heads = m.heads.kv_heads, head_dim = m.heads.head_dim;
   const uint64_t rank_heads = std::max<uint64_t>(kv_heads / tp, 1);

@@ -341,6 +341,20 @@ TEST(PreflightHybrid, AQwen3_5CheckpointWithItsVisionTowerAgreesWithItsConfigAlo
   }
   header += "}";
   test::write_file(full + "/model.safetensors", test::make_safetensors(header, std::vector<uint8_t>(offset, 0)));
+  {
+    // A hostile layer count in config.json beside these headers: a finding, and nothing is
+    // allocated per layer for the KV cache.
+    test::TempDir bad;
+    std::filesystem::copy_file(full + "/model.safetensors", bad.str("model.safetensors"));
+    std::string text = kTinyQwen3_5;
+    text.replace(text.find("\"num_hidden_layers\": 4"), 22, "\"num_hidden_layers\": 1099511627776");
+    test::write_text(bad.str("config.json"), text);
+    PreflightOptions o;
+    o.gpu_memory = uint64_t{80} << 30;
+    auto r = preflight(bad.str(), o);
+    EXPECT_TRUE(r.findings.has_code("PREFLIGHT_CONFIG_MISMATCH")) << describe(r.findings);
+    EXPECT_FALSE(r.kv.modelled);
+  }
   for (uint32_t tp : {1u, 2u}) {
     auto h = run_at(full, tp), c = run_at(cfg, tp);
     EXPECT_FALSE(h.config_only);
