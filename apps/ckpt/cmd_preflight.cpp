@@ -1,5 +1,5 @@
 // `ckpt preflight [--tp N] [--ep N] [--pp N] [--gpu ARCH] [--gpu-memory SIZE] [--engine E]
-// [--json FILE|-] [-q] CKPT`: argument parsing and output only; the checks are
+// [--kv-cache-dtype D] [--max-model-len N] [--json FILE|-] [-q] CKPT`: argument parsing and output only; the checks are
 // libconvert/deploy/preflight.h, the report report/preflight_report.h.
 #include <iostream>
 #include <memory>
@@ -16,7 +16,8 @@ namespace {
 constexpr const char* kPreflight = "ckpt preflight";
 
 struct PreflightArgs {
-  std::string path, gpu, gpu_memory;
+  std::string path, gpu, gpu_memory, kv_cache_dtype = "auto";
+  uint64_t max_model_len = 0;
   unsigned tp = 1, ep = 1, pp = 1;
   std::vector<std::string> engines;
   CommonFlags c;
@@ -30,6 +31,8 @@ ckpt::Outcome run_preflight(const PreflightArgs& a) {
   o.deployment = {a.tp, a.ep, a.pp};
   o.gpu = a.gpu;
   o.engines = a.engines;
+  o.kv_cache_dtype = a.kv_cache_dtype;
+  o.max_model_len = a.max_model_len;
   if (!a.gpu_memory.empty() && (!ckpt::parse_size(a.gpu_memory, o.gpu_memory) || o.gpu_memory == 0))
     return usage_error(kPreflight, "--gpu-memory '" + a.gpu_memory + "' is not a size (a number with K, M, G or T, e.g. 80G)");
   const auto report = ckpt::preflight(a.path, o);
@@ -65,6 +68,11 @@ Command add_preflight_command(CLI::App& app) {
   c.sub->add_option("--engine", args->engines,
                     "vllm, sglang or transformers (repeatable; default: vllm and sglang, blocking when either refuses)")
       ->check(CLI::IsMember({"vllm", "sglang", "transformers"}));
+  c.sub->add_option("--kv-cache-dtype", args->kv_cache_dtype,
+                    "with --gpu-memory: the KV cache's dtype for the tokens that fit (auto = the model's BF16, bf16, fp16, fp8)")
+      ->check(CLI::IsMember({"auto", "bf16", "fp16", "fp8"}));
+  c.sub->add_option("--max-model-len", args->max_model_len,
+                    "with --gpu-memory: also count the sequences of this many tokens that fit");
   add_json(c.sub, args->c, "schemas/preflight-report.schema.json");
   add_quiet(c.sub, args->c, "print only the errors and the verdict line");
   c.run = [args] { return run_preflight(*args); };

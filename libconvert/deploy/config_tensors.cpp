@@ -217,7 +217,29 @@ bool qwen3_moe(Builder& b) {
   return b.ok();
 }
 
-bool qwen3_next(Builder& b) {
+std::vector<bool> layer_kinds(simdjson::dom::element c, uint64_t layers, uint64_t interval) {
+  std::vector<bool> full(layers, false);
+  simdjson::dom::array types;
+  auto e = json_get(c, "layer_types");
+  if (e && e->get(types) == simdjson::SUCCESS && types.size() == layers) {
+    size_t l = 0;
+    for (auto t : types) {
+      std::string_view s;
+      full[l++] = t.get(s) == simdjson::SUCCESS && s == "full_attention";
+    }
+    return full;
+  }
+  for (uint64_t l = 0; l < layers; ++l) full[l] = (l + 1) % interval == 0;
+  return full;
+}
+
+// Qwen3-Next and Qwen3.5-MoE: GatedDeltaNet layers with one full-attention layer in every
+// few, routed experts and a gated shared expert in each. Qwen3-Next's checkpoints fuse the
+// GatedDeltaNet inputs (in_proj_qkvz, in_proj_ba); Qwen3.5's keep them apart (in_proj_qkv,
+// in_proj_z, in_proj_b, in_proj_a), name the language model model.language_model.*, and
+// keep unquantized routed experts fused ([E, 2 x moe_intermediate_size, hidden], [E,
+// hidden, moe_intermediate_size]; per-expert tensors in the FP8 release).
+bool qwen3_next(Builder& b, bool qwen3_5) {
   const uint64_t H = b.need("hidden_size"), L = b.need("num_hidden_layers"), V = b.need("vocab_size");
   const uint64_t nh = b.need("num_attention_heads"), nkv = b.opt("num_key_value_heads", nh);
   const uint64_t E = b.need("num_experts"), moe_i = b.need("moe_intermediate_size");
@@ -227,23 +249,45 @@ bool qwen3_next(Builder& b) {
   const uint64_t conv = b.opt("linear_conv_kernel_dim", 4), interval = b.opt("full_attention_interval", 4);
   if (!b.ok()) return false;
   const uint64_t hd = head_dim(b, H, nh);
-  globals(b, V, H);
+  const std::string root = qwen3_5 ? "model.language_model." : "model.";
+  // The attention output gate doubles q_proj's rows (attn_output_gate, on unless false).
+  bool output_gate = true;
+  auto gate = json_get(b.config(), "attn_output_gate");
+  if (gate && gate->get(output_gate) != simdjson::SUCCESS) output_gate = true;
+  b.plain(root + "embed_tokens.weight", {V, H});
+  b.plain(root + "norm.weight", {H});
+  if (!tied(b.config())) b.plain("lm_head.weight", {V, H});
+  const bool fused_experts = qwen3_5 && b.scheme().profile.empty();
+  const std::vector<bool> full = layer_kinds(b.config(), L, interval);
   for (uint64_t l = 0; l < L && b.ok(); ++l) {
-    const std::string p = layer(l);
+    const std::string p = root + "layers." + std::to_string(l) + ".";
     b.plain(p + "input_layernorm.weight", {H});
     b.plain(p + "post_attention_layernorm.weight", {H});
-    if ((l + 1) % interval == 0) {
-      attention(b, p, H, nh, nkv, hd, kQwenScale, true, true);
+    const std::string g = p + "linear_attn.";
+    if (full[l]) {
+      attention(b, p, H, nh, nkv, hd, kQwenScale, true, output_gate);
+    } else if (qwen3_5) {
+      b.linear(g + "in_proj_qkv", 2 * kh * dk + vh * dv, H, true, kQwenScale);
+      b.linear(g + "in_proj_z", vh * dv, H, true, kQwenScale);
+      b.linear(g + "in_proj_b", vh, H, true, kQwenScale);
+      b.linear(g + "in_proj_a", vh, H, true, kQwenScale);
     } else {
-      b.linear(p + "linear_attn.in_proj_qkvz", 2 * kh * dk + 2 * vh * dv, H, true, kQwenScale);
-      b.linear(p + "linear_attn.in_proj_ba", 2 * vh, H, true, kQwenScale);
-      b.plain(p + "linear_attn.conv1d.weight", {2 * kh * dk + vh * dv, 1, conv});
-      b.plain(p + "linear_attn.A_log", {vh});
-      b.plain(p + "linear_attn.dt_bias", {vh});
-      b.plain(p + "linear_attn.norm.weight", {dv});
-      b.linear(p + "linear_attn.out_proj", H, vh * dv, true, kQwenScale);
+      b.linear(g + "in_proj_qkvz", 2 * kh * dk + 2 * vh * dv, H, true, kQwenScale);
+      b.linear(g + "in_proj_ba", 2 * vh, H, true, kQwenScale);
     }
-    experts(b, p + "mlp.", E, moe_i, H, kQwenScale);
+    if (!full[l]) {
+      b.plain(g + "conv1d.weight", {2 * kh * dk + vh * dv, 1, conv});
+      b.plain(g + "A_log", {vh});
+      b.plain(g + "dt_bias", {vh});
+      b.plain(g + "norm.weight", {dv});
+      b.linear(g + "out_proj", H, vh * dv, true, kQwenScale);
+    }
+    if (fused_experts) {
+      b.plain(p + "mlp.experts.gate_up_proj", {E, 2 * moe_i, H});
+      b.plain(p + "mlp.experts.down_proj", {E, H, moe_i});
+    } else {
+      experts(b, p + "mlp.", E, moe_i, H, kQwenScale);
+    }
     b.linear(p + "mlp.gate", E, H, false);
     if (shared_i) {
       mlp(b, p + "mlp.shared_expert.", shared_i, H, kQwenScale);
@@ -335,9 +379,19 @@ bool quant_known(const std::string& family, const QuantScheme& s) {
 
 }  // namespace
 
-bool tensors_from_config(simdjson::dom::element config, const QuantScheme& scheme, Findings& f,
+simdjson::dom::element language_config(simdjson::dom::element config) {
+  auto text = json_get(config, "text_config");
+  return text && text->is_object() ? *text : config;
+}
+
+bool tensors_from_config(simdjson::dom::element top, const QuantScheme& scheme, Findings& f,
                          std::vector<DeployTensor>& out) {
-  const std::string model_type = json_string(config, "model_type").value_or("");
+  const simdjson::dom::element config = language_config(top);
+  // The release's model_type names the family (qwen3_5_moe); a text config given alone names
+  // its own (qwen3_5_moe_text). A multimodal release of an unknown family is not taken for
+  // the family of its text model.
+  const std::string model_type =
+      json_string(top, "model_type").value_or(json_string(config, "model_type").value_or(""));
   const ArchitectureRules* arch = architecture_for(model_type);
   if (!arch) {
     std::string known;
@@ -364,12 +418,20 @@ bool tensors_from_config(simdjson::dom::element config, const QuantScheme& schem
   if (arch->family == "deepseek_v3") return deepseek_v3(b);
   if (arch->family == "deepseek_v4") return deepseek_v4(b);
   if (arch->family == "qwen3_moe") return qwen3_moe(b);
-  if (arch->family == "qwen3_next") return qwen3_next(b);
+  if (arch->family == "qwen3_next") return qwen3_next(b, false);
+  if (arch->family == "qwen3_5_moe") return qwen3_next(b, true);
   if (arch->family == "gpt_oss") return gpt_oss(b);
   return dense(b, model_type);
 }
 
-uint64_t derived_tensor_estimate(simdjson::dom::element config) {
+std::vector<bool> full_attention_layers(simdjson::dom::element top, uint64_t layers) {
+  const simdjson::dom::element config = language_config(top);
+  auto interval = json_int(config, "full_attention_interval");
+  return layer_kinds(config, layers, interval && *interval > 0 ? static_cast<uint64_t>(*interval) : 4);
+}
+
+uint64_t derived_tensor_estimate(simdjson::dom::element top) {
+  const simdjson::dom::element config = language_config(top);
   // Each count clamped to [1, 2^24] (larger is refused by the builder anyway), so the
   // product cannot overflow.
   auto count = [&](const char* key) {
@@ -381,8 +443,9 @@ uint64_t derived_tensor_estimate(simdjson::dom::element config) {
   return (count("num_hidden_layers") + 1) * (3 * experts + 32);
 }
 
-bool is_mtp_tensor(simdjson::dom::element config, const std::string& name) {
+bool is_mtp_tensor(simdjson::dom::element top, const std::string& name) {
   if (name.rfind("mtp.", 0) == 0) return true;
+  const simdjson::dom::element config = language_config(top);
   const int64_t l = layer_of(name);
   auto layers = json_int(config, "num_hidden_layers");
   return l >= 0 && layers && l >= *layers;

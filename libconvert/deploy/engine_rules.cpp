@@ -36,6 +36,18 @@ BlockBehaviour behaviour_of(const std::string& s) {
   return s == "refuse" ? BlockBehaviour::refuse : s == "silent" ? BlockBehaviour::silent : BlockBehaviour::ok;
 }
 
+// Each engine's citation ("sources": engine -> citation object), and its text.
+void read_sources(simdjson::dom::element e, std::map<std::string, Citation>& citations,
+                  std::map<std::string, std::string>& texts) {
+  simdjson::dom::object o;
+  if (e.get(o) != simdjson::SUCCESS) return;
+  for (auto [engine, value] : o) {
+    Citation c = citation_from_json(value);
+    texts[std::string(engine)] = c.text();
+    citations[std::string(engine)] = std::move(c);
+  }
+}
+
 KernelEntry kernel_entry(const std::string& s) {
   KernelEntry k;
   if (s == "native") k.support = KernelSupport::native;
@@ -63,7 +75,7 @@ EngineRules parse_rules() {
       b.dimension = json_string(e, "dimension").value_or("");
       b.message = json_string(e, "message").value_or("");
       for (auto& [engine, what] : string_map(e["behaviour"])) b.behaviour[engine] = behaviour_of(what);
-      b.sources = string_map(e["sources"]);
+      read_sources(e["sources"], b.citations, b.sources);
       r.block_rules.push_back(std::move(b));
     }
   simdjson::dom::object sizes;
@@ -85,6 +97,25 @@ EngineRules parse_rules() {
       b.source = json_string(e, "source").value_or("");
       r.block_sizes[std::string(engine)] = std::move(b);
     }
+  simdjson::dom::object padding;
+  if (root["mxfp4_moe_padding"].get(padding) == simdjson::SUCCESS)
+    for (auto [key, value] : padding) {
+      uint64_t group = 0;
+      if (key == "group") {
+        if (value.get(group) == simdjson::SUCCESS && group > 0) r.mx_group = group;
+        continue;
+      }
+      MxPadding p;
+      simdjson::dom::object multiples;
+      if (value["multiples"].get(multiples) == simdjson::SUCCESS)
+        for (auto [backend, m] : multiples) {
+          uint64_t v = 0;
+          if (m.get(v) == simdjson::SUCCESS && v > 0) p.multiples.emplace_back(std::string(backend), v);
+        }
+      simdjson::dom::element src;
+      if (value["source"].get(src) == simdjson::SUCCESS) p.source = citation_from_json(src);
+      r.mx_padding[std::string(key)] = std::move(p);
+    }
   simdjson::dom::element kernels;
   if (root["kernels"].get(kernels) != simdjson::SUCCESS) return r;
   r.architectures = strings(kernels["architectures"]);
@@ -95,7 +126,7 @@ EngineRules parse_rules() {
       k.format = json_string(f, "format").value_or("");
       k.title = json_string(f, "title").value_or("");
       k.instead = json_string(f, "instead").value_or("");
-      k.sources = string_map(f["sources"]);
+      read_sources(f["sources"], k.citations, k.sources);
       simdjson::dom::object engines;
       if (f["engines"].get(engines) == simdjson::SUCCESS)
         for (auto [engine, archs] : engines)

@@ -3,9 +3,13 @@
 // which kernels each GPU architecture has for each quantized format.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "deploy/citation.h"
 
 namespace ckpt {
 
@@ -17,7 +21,8 @@ struct BlockRule {
   std::string dimension;  // "block_n" or "block_k"
   std::string message;    // the engine's message, {per_rank} and {block} to fill in
   std::map<std::string, BlockBehaviour> behaviour;  // engine -> what it does
-  std::map<std::string, std::string> sources;       // engine -> file and function
+  std::map<std::string, std::string> sources;       // engine -> citation text (Citation::text)
+  std::map<std::string, Citation> citations;        // engine -> the engine code it mirrors
 };
 
 enum class KernelSupport { native, fallback, refused, unknown };
@@ -30,7 +35,14 @@ struct KernelEntry {
 struct FormatKernels {
   std::string format, title, instead;
   std::map<std::string, std::map<std::string, KernelEntry>> engines;  // engine -> arch -> entry
-  std::map<std::string, std::string> sources;                          // engine -> file
+  std::map<std::string, std::string> sources;                          // engine -> citation text
+  std::map<std::string, Citation> citations;                           // engine -> the engine code
+};
+
+// How an engine pads each rank's MXFP4 expert intermediate size, per kernel backend.
+struct MxPadding {
+  std::vector<std::pair<std::string, uint64_t>> multiples;  // backend -> multiple, in the file's order
+  Citation source;
 };
 
 // The block-FP8 block sizes one engine's kernels take (ckpt relayout's --min-block default
@@ -47,6 +59,8 @@ struct EngineRules {
   std::vector<std::string> architectures;  // "sm80", ...
   std::vector<FormatKernels> formats;
   std::map<std::string, BlockSizes> block_sizes;  // engine -> its kernels' blocks
+  uint64_t mx_group = 32;                     // MXFP4 elements sharing one E8M0 scale
+  std::map<std::string, MxPadding> mx_padding;  // engine -> its padding
 
   const BlockRule* block_rule(const std::string& applies) const;
   const FormatKernels* kernels(const std::string& format) const;

@@ -63,6 +63,9 @@ std::vector<ArchitectureRules> parse_families() {
     ArchitectureRules a;
     a.family = json_string(fam, "name").value_or("");
     a.source = json_string(fam, "source").value_or("");
+    simdjson::dom::array cites;
+    if (fam["sources"].get(cites) == simdjson::SUCCESS)
+      for (auto c : cites) a.citations.push_back(citation_from_json(c));
     simdjson::dom::array types, modules;
     if (fam["model_types"].get(types) == simdjson::SUCCESS)
       for (auto t : types) {
@@ -76,6 +79,9 @@ std::vector<ArchitectureRules> parse_families() {
         r.cls = json_string(m, "class").value_or("");
         r.split = split_from_name(json_string(m, "split").value_or(""));
         r.merged = json_string(m, "merged").value_or("");
+        bool whole = false;
+        auto wg = json_get(m, "whole_groups");
+        r.whole_groups = wg && wg->get(whole) == simdjson::SUCCESS && whole;
         a.modules.push_back(std::move(r));
       }
     out.push_back(std::move(a));

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "deploy/citation.h"
+
 namespace ckpt {
 
 enum class Split : uint8_t {
@@ -47,11 +49,13 @@ struct ModuleRule {
   std::string cls;     // the engine's module class, for messages
   Split split = Split::none;
   std::string merged;  // "qkv", "gate_up", "w13": one part of a merged layer ("" = alone)
+  bool whole_groups = false;  // MXFP4 input columns split by whole 32-column groups
 };
 
 struct ArchitectureRules {
   std::string family;  // "deepseek_v3", "qwen3_moe", ...
-  std::string source;  // the engine files the rules mirror
+  std::string source;  // the engine files the rules mirror, in words
+  std::vector<Citation> citations;  // the engine code, file and lines
   std::vector<std::string> model_types;
   std::vector<ModuleRule> modules;
 };

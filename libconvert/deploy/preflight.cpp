@@ -76,6 +76,7 @@ struct Weight {
   int64_t layer = -1;
   bool last_part = false;  // the last part of a merged layer (v, up, w3)
   uint64_t experts = 0;    // routed experts of its layer (per-expert tensors)
+  bool excluded = false;   // unquantized only by the block-FP8 config's exclusion list
 };
 
 const DeployTensor* scale_of(const Model& m, const std::string& module, const std::string& weight_name) {
@@ -101,7 +102,7 @@ std::string format_of(const DeployTensor& w, const DeployTensor* scale, const Qu
 
 bool is_last_part(const std::string& module) {
   const std::string c = last_component(module);
-  return c == "v_proj" || c == "up_proj" || c == "w3";
+  return c == "v_proj" || c == "up_proj" || c == "w3" || c == "in_proj_z" || c == "in_proj_a";
 }
 
 uint64_t config_int(const Model& m, const char* key) {
@@ -144,6 +145,7 @@ std::vector<Weight> linear_weights(const Model& m) {
     w.format = format_of(t, w.scale, m.scheme);
     w.layer = layer_of(t.name);
     w.last_part = is_last_part(module);
+    w.excluded = w.format == "unquantized" && m.scheme.profile == "fp8-block" && module_excluded(m.scheme, module);
     auto it = experts.find(w.layer);
     w.experts = it == experts.end() ? 0 : it->second;
     out.push_back(w);
@@ -216,7 +218,25 @@ struct Analysis {
   std::map<Problem, uint64_t> problem_tensors;
   std::map<Problem, std::set<std::string>> problem_names;  // "gate_proj", "up_proj"
   std::vector<std::string> split_problems;
+  // What the block rules would say of the weights the exclusion list leaves unquantized.
+  std::map<Problem, std::vector<int64_t>> excluded;
+  std::map<Problem, std::set<std::string>> excluded_names;
+  // MXFP4 weights whose rank slice of the input columns breaks a 32-column group -> layers.
+  std::map<std::string, std::vector<int64_t>> mx_groups;
 };
+
+// The engine cuts this MXFP4 weight's input columns (the dimension its E8M0 groups run along).
+bool mx_columns_split(const Weight& w, const TensorPartition& t) {
+  const Split s = w.rule->split;
+  return w.format == "mxfp4" && t.degree > 1 &&
+         (s == Split::row || s == Split::expert_row || s == Split::expert_fused_row);
+}
+
+// A rank's slice of an MXFP4 weight's columns is not whole groups (the engine splits evenly).
+bool mx_group_broken(uint64_t cols, uint32_t degree) {
+  const uint64_t g = engine_rules().mx_group;
+  return cols % degree != 0 || (cols / degree) % g != 0;
+}
 
 Analysis analyse(const Model& m, const Deployment& d, const std::vector<Weight>& weights) {
   Analysis a;
@@ -227,6 +247,24 @@ Analysis analyse(const Model& m, const Deployment& d, const std::vector<Weight>&
     if (!t.problem.empty() && w.rule->split != Split::vocab) {
       std::string text = w.rule->cls + " (" + last_component(w.module) + "): " + t.problem;
       if (split_seen.insert(text).second) a.split_problems.push_back(text);
+    }
+    if (w.excluded && t.degree > 1) {  // unsplit, an engine checks no block of it
+      Weight as_block_fp8 = w;
+      as_block_fp8.format = "fp8_block";
+      std::vector<Problem> xs;
+      block_problems(m, as_block_fp8, t, xs);
+      for (auto& p : xs) {
+        a.excluded[p].push_back(w.layer);
+        a.excluded_names[p].insert(p.name);
+      }
+    }
+    if (mx_columns_split(w, t) && !w.rule->whole_groups && mx_group_broken(t.cols, t.degree)) {
+      const std::string per = t.cols % t.degree ? std::to_string(t.cols) + "/" + std::to_string(t.degree)
+                                                : std::to_string(t.cols / t.degree);
+      a.mx_groups[w.rule->cls + " (" + last_component(w.module) + "): input columns " + std::to_string(t.cols) +
+                  " / tp " + std::to_string(t.degree) + " = " + per + ", not a multiple of the MXFP4 group " +
+                  std::to_string(engine_rules().mx_group)]
+          .push_back(w.layer);
     }
     std::vector<Problem> ps;
     block_problems(m, w, t, ps);
@@ -247,8 +285,35 @@ BlockBehaviour behaviour(const Problem& p, const std::string& engine) {
   return it == r->behaviour.end() ? BlockBehaviour::ok : it->second;
 }
 
+// What `engine` does under the rule of engines.json that applies to `applies`.
+BlockBehaviour rule_behaviour(const std::string& applies, const std::string& engine) {
+  const BlockRule* r = engine_rules().block_rule(applies);
+  if (!r) return BlockBehaviour::ok;
+  auto it = r->behaviour.find(engine);
+  return it == r->behaviour.end() ? BlockBehaviour::ok : it->second;
+}
+
+// The routed experts of an MoE layer (the largest count); 0 for a dense model.
+uint64_t routed_experts(const std::vector<Weight>& weights) {
+  uint64_t e = 0;
+  for (const auto& w : weights) {
+    if (!split_is_expert(w.rule->split)) continue;
+    const bool fused = w.rule->split == Split::expert_fused_column || w.rule->split == Split::expert_fused_row;
+    e = std::max(e, fused && !w.tensor->shape.empty() ? w.tensor->shape.front() : w.experts);
+  }
+  return e;
+}
+
+// EP that does not divide the routed experts, where a considered engine refuses it.
+bool ep_refused(uint64_t experts, uint32_t ep, const std::vector<std::string>& engines) {
+  if (ep <= 1 || !experts || experts % ep == 0) return false;
+  for (const auto& e : engines)
+    if (rule_behaviour("expert_count", e) == BlockBehaviour::refuse) return true;
+  return false;
+}
+
 bool blocking(const Analysis& a, const std::vector<std::string>& engines) {
-  if (!a.split_problems.empty()) return true;
+  if (!a.split_problems.empty() || !a.mx_groups.empty()) return true;
   for (const auto& [p, layers] : a.problems)
     for (const auto& e : engines)
       if (behaviour(p, e) != BlockBehaviour::ok) return true;
@@ -264,6 +329,7 @@ std::vector<const char*> size_keys(const Problem& p) {
   if (mlp) return {"moe_intermediate_size", "intermediate_size", "shared_expert_intermediate_size"};
   if (p.name == "q_a_proj") return {"q_lora_rank"};
   if (p.name == "kv_a_proj_with_mqa") return {"kv_lora_rank"};
+  if (p.name == "in_proj_b" || p.name == "in_proj_a") return {"linear_num_value_heads"};
   return {};
 }
 
@@ -379,13 +445,14 @@ bool read_model(const std::string& path, PreflightReport& r, Model& m, LoadedMod
                      "no readable config.json: the model family, its heads and its quantization are unknown");
     return false;
   }
-  m.config = ck.config->root();
+  const simdjson::dom::element top = ck.config->root();
+  m.config = language_config(top);  // Qwen3.5 nests the language model in text_config
   QuantDetectError qe;
   if (!detect_quant_scheme(ck, m.scheme, qe)) {
     r.findings.error(qe.code, qe.file, "", std::nullopt, qe.message);
     return false;
   }
-  r.model_type = json_string(*m.config, "model_type").value_or("");
+  r.model_type = json_string(top, "model_type").value_or("");
   m.arch = architecture_for(r.model_type);
   r.family = m.arch ? m.arch->family : "";
   r.quant_profile = m.scheme.profile;
@@ -423,6 +490,10 @@ bool dequantized(const Model& m, const std::string& module) {
   return w && w->dtype == "BF16";
 }
 
+// A multimodal release's vision tower (Qwen3.5's model.visual.*): config.json's text_config
+// describes the language model only, so these are not compared with it.
+bool is_vision_tensor(const std::string& name) { return name.rfind("model.visual.", 0) == 0; }
+
 // Headers are the truth; the model config.json describes must be the one they hold.
 void compare_with_config(const Model& m, PreflightReport& r) {
   if (r.config_only || !m.arch) return;
@@ -458,7 +529,7 @@ void compare_with_config(const Model& m, PreflightReport& r) {
     }
   }
   for (const auto& t : m.tensors)
-    if (!expected.count(t.name) && !is_mtp_tensor(*m.config, t.name))
+    if (!expected.count(t.name) && !is_mtp_tensor(*m.config, t.name) && !is_vision_tensor(t.name))
       problems.push_back(t.name + " (in the headers, not in config.json's model)");
   if (problems.empty()) return;
   std::string list;
@@ -490,6 +561,7 @@ void check_heads(const Model& m, PreflightReport& r) {
 
 std::vector<PreflightDegree> working_degrees(const Model& m, const std::vector<Weight>& weights,
                                              const std::vector<std::string>& engines, bool moe) {
+  const uint64_t experts = routed_experts(weights);
   std::vector<PreflightDegree> out;
   for (uint32_t tp : {1u, 2u, 4u, 8u, 16u, 32u, 64u}) {
     if (m.heads.heads && tp > 1 && m.heads.heads % tp != 0) continue;
@@ -497,7 +569,7 @@ std::vector<PreflightDegree> working_degrees(const Model& m, const std::vector<W
     if (moe && tp > 1) eps.push_back(tp);
     for (uint32_t ep : eps) {
       const Deployment d{tp, ep, 1};
-      if (blocking(analyse(m, d, weights), engines)) continue;
+      if (ep_refused(experts, ep, engines) || blocking(analyse(m, d, weights), engines)) continue;
       out.push_back({tp, ep, largest_rank_bytes(m, d, weights)});
     }
   }
@@ -642,6 +714,174 @@ void check_kernels(const std::vector<Weight>& weights, const Model& m, Preflight
   }
 }
 
+// Routed experts are whole per rank under EP: E / EP of them a rank. SGLang and transformers
+// refuse an E that EP does not divide; vLLM gives the first E % EP ranks one expert more.
+void check_expert_parallel(uint64_t experts, PreflightReport& r) {
+  const uint32_t ep = r.options.deployment.ep;
+  if (ep <= 1 || !experts || experts % ep == 0) return;
+  const BlockRule* rule = engine_rules().block_rule("expert_count");
+  std::string refused, uneven;
+  for (const auto& e : r.engines) {
+    const std::string src = rule && rule->sources.count(e) ? " (" + rule->sources.at(e) + ")" : "";
+    std::string& list = rule_behaviour("expert_count", e) == BlockBehaviour::refuse ? refused : uneven;
+    list += (list.empty() ? "" : "; ") + e + src;
+  }
+  std::string eps;
+  for (uint32_t d : {2u, 4u, 8u, 16u, 32u, 64u})
+    if (experts % d == 0) eps += (eps.empty() ? "" : ", ") + ("--ep " + std::to_string(d));
+  const std::string text = "routed experts " + std::to_string(experts) + " / ep " + std::to_string(ep) + " = " +
+                           std::to_string(experts / ep) + " remainder " + std::to_string(experts % ep) +
+                           ": not the same experts on every rank";
+  const std::string fix = ". Fix: an EP degree that divides " + std::to_string(experts) + ": " +
+                          (eps.empty() ? std::string("none above 1") : eps) + " (with --tp a multiple of it)";
+  if (!refused.empty())
+    r.findings.error("PREFLIGHT_EP_SPLIT", kNoFile, "", std::nullopt,
+                     text + ". Refused at start-up by " + refused + (rule ? ": \"" + rule->message + "\"" : "") +
+                         (uneven.empty() ? "" : "; loaded unevenly by " + uneven) + fix);
+  else
+    r.findings.info("PREFLIGHT_EP_UNEVEN", kNoFile, "", std::nullopt,
+                    text + ": loaded unevenly by " + uneven + ", the largest rank holding " +
+                        std::to_string((experts + ep - 1) / ep));
+}
+
+// A module the block-FP8 config leaves unquantized by name, whose per-rank rows are no
+// multiple of the block: it loads, but only while the engine matches the exclusion to its own
+// module name. SGLang matches modules_to_not_convert as a substring of its module prefix
+// (quantization/utils.py is_layer_skipped); a release whose names the engine's prefix does not
+// contain is quantized and refused at start-up: sglang#19045, Qwen3.5-397B-A17B-FP8 at TP 8,
+// in_proj_b of 64 rows, 8 a rank.
+void report_excluded(const Model& m, const Analysis& a, PreflightReport& r) {
+  for (const auto& [p, layers] : a.excluded) {
+    std::string names;
+    for (const auto& n : a.excluded_names.at(p)) names += (names.empty() ? "" : "/") + n;
+    r.findings.warning("PREFLIGHT_EXCLUDED_BELOW_BLOCK", kNoFile, p.name, std::nullopt,
+                       p.cls + " " + names + " in layers " + layer_ranges(layers) +
+                           ": unquantized by quantization_config's exclusion list, so it loads; quantized it would "
+                           "not: " + division_text(m, r.options.deployment, p) + ". An engine that does not match "
+                           "the exclusion to its own module name quantizes it and refuses it at start-up (sglang#19045: "
+                           "Qwen3.5-397B-A17B-FP8 at tp 8, \"Weight output_partition_size = 8 is not divisible by weight "
+                           "quantization block_n = 128\"; SGLang matches the list against its module prefix, "
+                           "python/sglang/srt/layers/quantization/utils.py:46-96 is_layer_skipped). Fix: keep the "
+                           "exclusion's names equal to the engine's module names (model.language_model.layers.N...)");
+  }
+}
+
+// MXFP4 experts under TP. A rank slice that cuts a 32-column group (an engine that splits
+// the columns evenly) gives a rank part of a group whose E8M0 scale sits on another: blocking.
+// gpt-oss's engines split by whole groups instead (ceil(groups / TP) a rank, the last short),
+// and every engine pads a rank's intermediate size to its kernel's multiple: information,
+// per engine, with the source.
+void report_mx_groups(const Model& m, const Analysis& a, const std::vector<Weight>& weights, PreflightReport& r) {
+  const uint64_t g = engine_rules().mx_group;
+  for (const auto& [text, layers] : a.mx_groups) {
+    uint64_t cols = 0;
+    for (const auto& w : weights)
+      if (w.format == "mxfp4" && text.rfind(w.rule->cls + " (", 0) == 0) cols = partition_of(m, w, {1, 1, 1}).cols;
+    std::string tps;
+    for (uint32_t tp : {1u, 2u, 4u, 8u, 16u, 32u, 64u})
+      if (cols && !mx_group_broken(cols, tp)) tps += (tps.empty() ? "" : ", ") + ("--tp " + std::to_string(tp));
+    r.findings.error("PREFLIGHT_MX_GROUP", kNoFile, "", std::nullopt,
+                     text + " in layers " + layer_ranges(layers) + ": a rank's slice breaks a " + std::to_string(g) +
+                         "-column group, whose one E8M0 scale the other rank does not hold. Fix: " +
+                         (tps.empty() ? std::string() : "tp degrees whose slice is whole groups: " + tps + " (or --ep); ") +
+                         "or `ckpt convert --experts bf16 IN OUT` (exact)");
+  }
+  std::set<std::string> seen;
+  for (const auto& w : weights) {
+    const TensorPartition t = partition_of(m, w, r.options.deployment);
+    const Split s = w.rule->split;
+    if (w.format != "mxfp4" || !split_is_expert(s) || split_cuts_rows(s) || !seen.insert(w.rule->cls).second) continue;
+    uint64_t per = t.degree > 1 ? t.cols / t.degree : t.cols;
+    std::string how;
+    if (t.degree > 1 && w.rule->whole_groups && mx_group_broken(t.cols, t.degree)) {
+      const uint64_t groups = ceil_div(ceil_div(t.cols, g), t.degree);
+      per = groups * g;
+      how = "input columns " + std::to_string(t.cols) + " / tp " + std::to_string(t.degree) + " is not whole " +
+            std::to_string(g) + "-column groups, and the engines split by whole groups: " + std::to_string(groups) +
+            " groups = " + std::to_string(per) + " columns a rank, the last rank holding the rest; ";
+    } else if (t.degree > 1 && mx_group_broken(t.cols, t.degree)) {
+      continue;  // reported as PREFLIGHT_MX_GROUP
+    }
+    for (const auto& e : r.engines) {
+      auto it = engine_rules().mx_padding.find(e);
+      if (it == engine_rules().mx_padding.end()) continue;
+      std::string pads;
+      for (const auto& [backend, multiple] : it->second.multiples)
+        pads += (pads.empty() ? "" : ", ") + backend + " " + std::to_string(ceil_div(per, multiple) * multiple);
+      r.findings.info("PREFLIGHT_MXFP4_PADDING", kNoFile, last_component(w.module), std::nullopt,
+                      w.rule->cls + ": " + how + e + " pads each rank's expert intermediate size " +
+                          std::to_string(per) + " by kernel backend to " + pads + " (" + it->second.source.text() + ")");
+    }
+  }
+}
+
+uint64_t kv_dtype_bytes(const std::string& dtype) { return dtype == "fp8" ? 1 : 2; }
+
+// The KV cache a token costs on the largest rank, and a hybrid's fixed state a sequence
+// (preflight.h PreflightKvCache). Layers are those of the largest pipeline stage.
+PreflightKvCache kv_cache_of(const Model& m, const PreflightReport& r) {
+  PreflightKvCache kv;
+  if (!m.config) return kv;
+  const auto& d = r.options.deployment;
+  const uint32_t tp = std::max<uint32_t>(d.tp, 1), pp = std::max<uint32_t>(d.pp, 1);
+  const uint64_t layers = config_int(m, "num_hidden_layers");
+  kv.dtype_bytes = kv_dtype_bytes(r.options.kv_cache_dtype);
+  const std::string dtype = r.options.kv_cache_dtype == "auto" ? "bf16, the model's" : r.options.kv_cache_dtype;
+  if (layers > (uint64_t{1} << 24)) {  // config.json's, beside headers that disagree (a finding)
+    kv.how = "not modelled: num_hidden_layers " + std::to_string(layers) + " is no model's";
+    return kv;
+  }
+  if (r.family == "deepseek_v4" || !layers) {
+    kv.how = "not modelled for " + r.family + " (its compressed attention caches per layer type)";
+    return kv;
+  }
+  kv.modelled = true;
+  if (r.family == "deepseek_v3") {
+    const uint64_t lora = config_int(m, "kv_lora_rank"), rope = config_int(m, "qk_rope_head_dim");
+    kv.attention_layers = ceil_div(layers, pp);
+    kv.bytes_per_token = kv.attention_layers * (lora + rope) * kv.dtype_bytes;
+    kv.how = "MLA: " + std::to_string(kv.attention_layers) + " layers x (kv_lora_rank " + std::to_string(lora) +
+             " + qk_rope_head_dim " + std::to_string(rope) + ") x " + std::to_string(kv.dtype_bytes) + " bytes (" +
+             dtype + "), the same on every rank (MLA's latent cache is not split by tp)";
+    return kv;
+  }
+  const bool hybrid = r.family == "qwen3_next" || r.family == "qwen3_5_moe";
+  uint64_t attention = layers;
+  if (hybrid) {
+    const std::vector<bool> full = full_attention_layers(*m.config, layers);
+    attention = static_cast<uint64_t>(std::count(full.begin(), full.end(), true));
+  }
+  kv.attention_layers = ceil_div(attention, pp);
+  const uint64_t kv_heads = m.heads.kv_heads, head_dim = m.heads.head_dim;
+  const uint64_t rank_heads = std::max<uint64_t>(kv_heads / tp, 1);
+  kv.bytes_per_token = kv.attention_layers * rank_heads * head_dim * 2 * kv.dtype_bytes;
+  kv.how = std::to_string(kv.attention_layers) + " attention layers x " + std::to_string(rank_heads) +
+           " KV heads a rank (" + std::to_string(kv_heads) + " / tp " + std::to_string(tp) + ", at least 1) x head_dim " +
+           std::to_string(head_dim) + " x 2 (K, V) x " + std::to_string(kv.dtype_bytes) + " bytes (" + dtype + ")";
+  if (r.family == "gpt_oss") kv.how += "; sliding-window layers counted as full (an upper bound)";
+  if (hybrid) {
+    // A GatedDeltaNet layer keeps, per sequence, its convolution window and its recurrent
+    // state (value heads x key dim x value dim), both split by tp, in the model's dtype.
+    const uint64_t kh = config_int(m, "linear_num_key_heads"), vh = config_int(m, "linear_num_value_heads");
+    const uint64_t dk = config_int(m, "linear_key_head_dim"), dv = config_int(m, "linear_value_head_dim");
+    const uint64_t conv = std::max<uint64_t>(config_int(m, "linear_conv_kernel_dim"), 1);
+    kv.state_layers = ceil_div(layers - attention, pp);
+    const uint64_t conv_state = (2 * kh * dk + vh * dv) / tp * (conv - 1), recurrent = vh / tp * dk * dv;
+    kv.state_bytes_per_sequence = kv.state_layers * (conv_state + recurrent) * 2;
+    kv.how += "; the " + std::to_string(kv.state_layers) + " linear-attention layers hold no KV cache but a fixed state "
+              "of " + std::to_string(kv.state_bytes_per_sequence) + " bytes a sequence (convolution " +
+              std::to_string(conv_state) + " + recurrent " + std::to_string(recurrent) + " elements a layer, bf16)";
+  }
+  return kv;
+}
+
+// Tokens (and sequences of --max-model-len) of KV cache in what the weights leave of the budget.
+void kv_capacity(PreflightKvCache& kv, uint64_t left, uint64_t max_model_len) {
+  if (!kv.modelled || !kv.bytes_per_token) return;
+  kv.tokens = left / kv.bytes_per_token;
+  if (max_model_len) kv.sequences = left / (max_model_len * kv.bytes_per_token + kv.state_bytes_per_sequence);
+}
+
 void check_memory(PreflightReport& r) {
   const PreflightReport& in = r;
   const uint64_t budget = r.options.gpu_memory;
@@ -663,8 +903,19 @@ void check_memory(PreflightReport& r) {
                      head + ": does not fit (" + gib(in.rank_bytes - budget) + " over, before any KV cache). Fix: " +
                          (fix.empty() ? "more ranks, pipeline stages (--pp), or a smaller format" : fix));
   } else {
+    kv_capacity(r.kv, budget - in.rank_bytes, r.options.max_model_len);
+    std::string cache;
+    if (r.kv.modelled && r.kv.bytes_per_token)
+      cache = ": " + std::to_string(r.kv.tokens) + " tokens of KV cache at " + std::to_string(r.kv.bytes_per_token) +
+              " bytes a token a rank (" + r.kv.how + ")" +
+              (r.options.max_model_len ? ", " + std::to_string(r.kv.sequences) + " sequences of --max-model-len " +
+                                             std::to_string(r.options.max_model_len)
+                                       : std::string()) +
+              ", before activations and the engine's reserve";
+    else if (!r.kv.how.empty())
+      cache = " (KV cache " + r.kv.how + ")";
     r.findings.info("PREFLIGHT_MEMORY_FITS", kNoFile, "", std::nullopt,
-                    head + ": fits, " + gib(budget - in.rank_bytes) + " left for the KV cache and activations");
+                    head + ": fits, " + gib(budget - in.rank_bytes) + " left for the KV cache and activations" + cache);
   }
 }
 
@@ -723,7 +974,7 @@ void per_engine_verdicts(const Analysis& a, PreflightReport& r) {
   std::set<std::string> common;
   for (const auto& f : r.findings.items())
     if (f.severity == Severity::error && f.code != "PREFLIGHT_BLOCK_DIVISIBILITY" &&
-        f.code != "PREFLIGHT_SCALE_ROW_SHARED" && f.code != "PREFLIGHT_KERNEL")
+        f.code != "PREFLIGHT_SCALE_ROW_SHARED" && f.code != "PREFLIGHT_KERNEL" && f.code != "PREFLIGHT_EP_SPLIT")
       common.insert(f.code);
   for (const auto& e : r.engines) {
     std::set<std::string> why = common;
@@ -735,6 +986,8 @@ void per_engine_verdicts(const Analysis& a, PreflightReport& r) {
     }
     for (const auto& k : r.kernels)
       if (k.engine == e && k.support == "refused") why.insert("PREFLIGHT_KERNEL");
+    if (r.findings.has_code("PREFLIGHT_EP_SPLIT") && rule_behaviour("expert_count", e) == BlockBehaviour::refuse)
+      why.insert("PREFLIGHT_EP_SPLIT");
     PreflightEngine v{e, why.empty(), ""};
     for (const auto& c : why) v.why += (v.why.empty() ? "" : ", ") + c;
     r.per_engine.push_back(std::move(v));
@@ -749,6 +1002,9 @@ bool check_usage(PreflightReport& r) {
     return false;
   };
   if (d.tp == 0 || d.ep == 0 || d.pp == 0) return usage("--tp, --ep and --pp must be at least 1");
+  const std::string& kv = r.options.kv_cache_dtype;
+  if (kv != "auto" && kv != "bf16" && kv != "fp16" && kv != "fp8")
+    return usage("--kv-cache-dtype '" + kv + "' is not auto, bf16, fp16 or fp8");
   if (d.ep > 1 && d.tp % d.ep != 0)
     return usage("--ep " + std::to_string(d.ep) + " must divide --tp " + std::to_string(d.tp) +
                  " (experts are split over tp / ep ranks, whole when ep = tp)");
@@ -797,8 +1053,12 @@ PreflightReport preflight(const std::string& path, const PreflightOptions& optio
   r.rank_bytes = largest_rank_bytes(m, d, weights);
   record_block_weights(m, weights, r);
   if (!a.problems.empty() || !a.split_problems.empty()) report_block_problems(m, a, r, block_fix(a, weights, r));
+  report_excluded(m, a, r);
+  report_mx_groups(m, a, weights, r);
   summarise_modules(m, weights, a, r);
   check_kernels(weights, m, r);
+  check_expert_parallel(routed_experts(weights), r);
+  r.kv = kv_cache_of(m, r);
   check_memory(r);
   r.findings.sort_stable();
   per_engine_verdicts(a, r);

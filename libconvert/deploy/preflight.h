@@ -7,6 +7,10 @@
 //   PREFLIGHT_SCALE_ROW_SHARED    the same, where an engine loads it anyway: a scale row is
 //                                 shared across a part or rank boundary (silently wrong);
 //   PREFLIGHT_TP_SPLIT            rows, columns or heads that do not divide by the degree;
+//   PREFLIGHT_EP_SPLIT            routed experts that EP does not divide, where an engine
+//                                 refuses it (PREFLIGHT_EP_UNEVEN, info, where all load it);
+//   PREFLIGHT_EXCLUDED_BELOW_BLOCK (warning) a module left unquantized by name whose rows per
+//                                 rank would not divide the block (sglang#19045);
 //   PREFLIGHT_KERNEL              a quantized format without a kernel on --gpu for an engine;
 //   PREFLIGHT_MEMORY              the largest rank's weights exceed --gpu-memory;
 //   PREFLIGHT_CONFIG_MISMATCH     the headers disagree with the model config.json describes.
@@ -29,6 +33,24 @@ struct PreflightOptions {
   std::string gpu;                   // "sm80", ... ("" = no kernel check)
   uint64_t gpu_memory = 0;           // bytes (0 = no memory check)
   std::vector<std::string> engines;  // empty: vllm and sglang
+  std::string kv_cache_dtype = "auto";  // auto (the model's BF16), bf16, fp16, fp8
+  uint64_t max_model_len = 0;        // tokens of one sequence (0: not asked)
+};
+
+// What is left for the KV cache on the largest rank, from config.json: tokens of cache per
+// rank (each full-attention layer: KV heads a rank (at least 1) x head_dim x 2 (K, V) x the
+// cache dtype's bytes; DeepSeek's MLA caches kv_lora_rank + qk_rope_head_dim a layer,
+// unsplit by TP), and the fixed state a sequence of a hybrid's linear-attention layers holds.
+struct PreflightKvCache {
+  bool modelled = false;
+  uint64_t attention_layers = 0;   // of the largest pipeline stage
+  uint64_t bytes_per_token = 0;    // a rank's cache bytes for one token
+  uint64_t state_layers = 0;       // linear-attention layers (hybrids)
+  uint64_t state_bytes_per_sequence = 0;
+  uint64_t dtype_bytes = 2;
+  uint64_t tokens = 0;             // with --gpu-memory: what fits beside the weights
+  uint64_t sequences = 0;          // with --max-model-len too
+  std::string how;                 // the arithmetic, in words
 };
 
 // One module class of the model under the deployment (every layer's tensors of it).
@@ -92,6 +114,7 @@ struct PreflightReport {
   std::vector<PreflightDegree> working;  // TP / EP degrees whose block rules pass
   std::vector<PreflightEngine> per_engine;  // each considered engine's verdict
   std::vector<PreflightBlockWeight> block_weights;  // every block-FP8 linear weight
+  PreflightKvCache kv;
   Findings findings;
   bool loads() const { return !findings.has_errors(); }
 };

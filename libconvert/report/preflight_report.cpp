@@ -66,6 +66,18 @@ std::string preflight_json(const PreflightReport& r) {
   w.key("memory").begin_object().key("tensors").value(r.tensors).key("total_bytes").value(r.total_bytes);
   w.key("rank_bytes").value(r.rank_bytes).key("budget_bytes");
   if (r.options.gpu_memory) w.value(r.options.gpu_memory); else w.null();
+  const PreflightKvCache& kv = r.kv;
+  const bool counted = kv.modelled && kv.bytes_per_token && r.options.gpu_memory && r.options.gpu_memory > r.rank_bytes;
+  w.key("kv_cache").begin_object().key("modelled").value(kv.modelled).key("dtype").value(r.options.kv_cache_dtype);
+  w.key("dtype_bytes").value(kv.dtype_bytes).key("attention_layers").value(kv.attention_layers);
+  w.key("bytes_per_token").value(kv.bytes_per_token).key("state_layers").value(kv.state_layers);
+  w.key("state_bytes_per_sequence").value(kv.state_bytes_per_sequence).key("tokens");
+  if (counted) w.value(kv.tokens); else w.null();
+  w.key("max_model_len");
+  if (r.options.max_model_len) w.value(r.options.max_model_len); else w.null();
+  w.key("sequences");
+  if (counted && r.options.max_model_len) w.value(kv.sequences); else w.null();
+  w.key("how").value(kv.how).end_object();
   w.end_object();
   w.key("working").begin_array();
   for (const auto& g : r.working)
@@ -107,6 +119,8 @@ void print_preflight_human(const PreflightReport& r, std::ostream& out) {
   out << "  weights of the largest rank: " << r.rank_bytes << " bytes";
   if (r.options.gpu_memory) out << " of " << r.options.gpu_memory;
   out << "\n";
+  if (r.kv.modelled)
+    out << "  KV cache a token a rank: " << r.kv.bytes_per_token << " bytes (" << display_escape(r.kv.how) << ")\n";
   for (const auto& f : r.findings.items()) out << finding_text(f) << "\n";
   for (const auto& e : r.per_engine)
     out << "  " << e.engine << ": " << (e.loads ? "loads" : "does not load right (" + e.why + ")") << "\n";

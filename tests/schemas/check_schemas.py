@@ -47,6 +47,8 @@ def main() -> int:
         ("relayout-report.schema.json", ["relayout", "--dry-run", "--tp", "4", "--min-block", "64x64", "--json", "-", str(fixtures / "families/qwen3moe-fp8/in"), "/tmp/ckpt-schema-out"]),
         ("relayout-report.schema.json", ["relayout", "--dry-run", "--tp", "2", "--json", "-", str(fixtures / "families/gptoss-mxfp4/in"), "/tmp/ckpt-schema-out"]),
         ("relayout-report.schema.json", ["relayout", "--tp", "2", "--json", "-", "/nonexistent", "/tmp/ckpt-schema-out"]),
+        ("preflight-report.schema.json", ["preflight", "--tp", "8", "--ep", "8", "--gpu-memory", "141G", "--max-model-len", "32768", "--json", "-", str(fixtures / "preflight/qwen3.5-397b-a17b-fp8")]),
+        ("preflight-report.schema.json", ["preflight", "--tp", "8", "--kv-cache-dtype", "fp8", "--gpu-memory", "141G", "--json", "-", str(fixtures / "preflight/deepseek-r1-fp8")]),
     ]
     failed = 0
     import tempfile
