@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issues 31 and 33 on the GPU host, in two device calls of at most 10 minutes each (the
+# session's device budget is 30 minutes). Run from the repository root, after
+#   tools/gpu_bundle.sh build gpu-run/b && cp build/ckpt_bench_dequant gpu-run/b/ &&
+#   cp OLD/ckpt gpu-run/b/ckpt-base     # a ckpt from before issue 33 (page-cache writes)
+#   (cd gpu-run && tar cJf b.tar.xz b && rm -rf b)   # the tree + bundle must stay < 64 MiB
+# then `bash bench/gpu_issues31_33.sh a` and `bash bench/gpu_issues31_33.sh b` (carry gpu-run).
+#   a: the device suites and verifies (tools/gpu_check.sh), issue 31's real client
+#      (tools/relayout_cases.sh + tools/relayout_client.py: transformers loads IN and OUT with
+#      FineGrainedFP8Config(dequantize=True), every parameter compared) on the Qwen3-MoE,
+#      DeepSeek-V3 and promoted-module cases, ckpt-gpu verify OUT --reference IN on each, and
+#      bench/relayout.sh (a >= 4 GiB Qwen3-235B-layout shard: relayout --tp 8 against cp, peak RSS).
+#   b: issue 33's bench/write_direct.sh at BENCH_WRITE_GIB (default 4) with --before and the
+#      base binary's rows, bench/read_direct.sh on its V4 shard, and the CPU-side dequant
+#      throughput (ckpt_bench_dequant --convert, output to /dev/null).
+# Logs go to $OUT (the device run's return folder; default /tmp/gpu-issues31-33).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+B=$ROOT/gpu-run/b
+OUT=${OUT:-/tmp/gpu-issues31-33}
+mkdir -p "$OUT"
+[ -x "$B/ckpt" ] || { mkdir -p "$B" && tar xJf gpu-run/b.tar.xz -C "$B" --strip-components=1; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+echo "$(nproc) cores; $(df -h . | tail -1)"
+W=$(mktemp -d -p "$ROOT")
+trap 'rm -rf "$W"' EXIT
+
+case "${1:-}" in
+a)
+  echo "=== gpu_check.sh (CKPT_REQUIRE_GPU=1)"
+  CKPT_TEST_FIXTURES=$ROOT/tests/fixtures OUT=$OUT/gpu-check timeout 300 bash "$B/gpu_check.sh" > "$OUT/gpu-check.log" 2>&1
+  echo "gpu_check exit $?"; tail -20 "$OUT/gpu-check.log"
+  echo "=== issue 31: relayout cases, transformers client, ckpt-gpu verify"
+  timeout 120 bash tools/relayout_cases.sh "$W/cases" "$B/ckpt" > "$OUT/relayout-cases.log" 2>&1
+  echo "cases exit $?"; tail -4 "$OUT/relayout-cases.log"
+  for c in qwen3moe dsv3 promoted; do
+    echo "--- $c"
+    PYTHONUNBUFFERED=1 timeout 120 python3 tools/relayout_client.py "$W/cases/$c/in" "$W/cases/$c/out" > "$OUT/client-$c.log" 2>&1
+    echo "transformers client exit $?"; tail -8 "$OUT/client-$c.log"
+    CKPT_REQUIRE_GPU=1 timeout 60 "$B/ckpt-gpu" verify "$W/cases/$c/out" --reference "$W/cases/$c/in" --json "$OUT/verify-$c.json" 2>&1 | tail -3
+    echo "ckpt-gpu verify exit ${PIPESTATUS[0]}"
+  done
+  echo "=== issue 31: relayout throughput (bench/relayout.sh)"
+  timeout 240 bash bench/relayout.sh "$B/ckpt" "$W/bench" 2>&1 | tail -8
+  ;;
+b)
+  echo "=== issue 33: CPU side (output to /dev/null)"
+  timeout 60 "$B/ckpt_bench_dequant" --convert 4 2>&1 | tail -8
+  echo "=== issue 33: output path vs dd oflag=direct (with --before and the base binary)"
+  BENCH_WRITE_GIB=${BENCH_WRITE_GIB:-4} BENCH_BASE_CKPT=$B/ckpt-base timeout 420 \
+    bash bench/write_direct.sh "$B/ckpt" "$W" --before 2>&1 | tail -24
+  echo "=== issue 33: reads, buffered against O_DIRECT (input dropped from the cache)"
+  timeout 60 bash bench/read_direct.sh "$(ls "$W"/write-direct/v4-*/*.safetensors | head -1)" 2>&1 | tail -8
+  ;;
+*) echo "usage: bench/gpu_issues31_33.sh a|b" >&2; exit 2 ;;
+esac
