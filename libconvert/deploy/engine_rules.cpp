@@ -94,7 +94,12 @@ EngineRules parse_rules() {
       pair("min_block", b.min_n, b.min_k);
       pair("full_speed", b.full_n, b.full_k);
       b.fallback = json_string(e, "fallback").value_or("");
-      b.source = json_string(e, "source").value_or("");
+      simdjson::dom::element src;
+      if (e["source"].get(src) == simdjson::SUCCESS) b.citation = citation_from_json(src);
+      b.source = b.citation.text();
+      simdjson::dom::array also;
+      if (e["also"].get(also) == simdjson::SUCCESS)
+        for (auto c : also) b.also.push_back(citation_from_json(c));
       r.block_sizes[std::string(engine)] = std::move(b);
     }
   simdjson::dom::object padding;

@@ -49,8 +49,11 @@ struct MxPadding {
 // and the kernels a smaller block falls back to).
 struct BlockSizes {
   uint64_t min_n = 1, min_k = 1;    // the smallest block its generic kernels accept
-  uint64_t full_n = 0, full_k = 0;  // the block its fastest kernels require
-  std::string fallback, source;
+  uint64_t full_n = 0, full_k = 0;  // the block its fastest kernels require (0: one kernel for every block)
+  std::string fallback;
+  Citation citation;         // the engine line that sets its Triton tile from the block (min_n, min_k)
+  std::vector<Citation> also;  // the engine code choosing its kernels (full_n, full_k, fallback)
+  std::string source;        // citation.text(), for messages
 };
 
 struct EngineRules {

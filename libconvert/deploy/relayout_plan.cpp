@@ -152,7 +152,9 @@ void add_notes(const PreflightReport& r, const std::map<std::string, Unit>& unit
   const auto& sizes = engine_rules().block_sizes;
   for (const auto& e : r.engines) {
     auto it = sizes.find(e);
-    if (it == sizes.end() || (it->second.full_n == p.block_n && it->second.full_k == p.block_k)) continue;
+    // full_n 0: the engine runs one kernel for every block, so no block is slower than another.
+    if (it == sizes.end() || !it->second.full_n || (it->second.full_n == p.block_n && it->second.full_k == p.block_k))
+      continue;
     p.notes.push_back(e + ": a " + block_text(p.block_n, p.block_k) + " block is not the " +
                       block_text(it->second.full_n, it->second.full_k) + " of its fastest kernels; it runs " +
                       it->second.fallback + " (" + it->second.source + ")");

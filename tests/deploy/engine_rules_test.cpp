@@ -58,6 +58,36 @@ TEST(EngineRules, EveryPartitionFamilyCitesTheEngineModelFileAndLine) {
   }
 }
 
+// block_sizes (relayout's --min-block default and its fallback notes) cite code like the
+// rules: the line that sets each engine's Triton tile from the block, and the kernel choice.
+TEST(EngineRules, EveryBlockSizeEntryCitesTheEngineFileAndLine) {
+  const EngineRules& r = engine_rules();
+  for (const auto& e : r.engines) {
+    auto it = r.block_sizes.find(e);
+    ASSERT_NE(it, r.block_sizes.end()) << e;
+    const BlockSizes& b = it->second;
+    expect_cited(b.citation, "block_sizes " + e);
+    EXPECT_TRUE(b.citation.absent.empty()) << e;
+    EXPECT_NE(b.source.find(b.citation.path + ":" + b.citation.lines), std::string::npos) << b.source;
+    EXPECT_FALSE(b.also.empty()) << e << ": the kernel choice is cited too";
+    for (const auto& c : b.also) expect_cited(c, "block_sizes " + e + " " + c.path);
+  }
+}
+
+// Every engine's block-FP8 Triton kernels take their tiles from the block and tl.dot needs
+// tiles of 16 or more: transformers' FP8Linear is no exception (it was recorded as 1x1).
+TEST(EngineRules, EveryEngineNeedsABlockOfAtLeast16x16ForItsTritonTiles) {
+  const EngineRules& r = engine_rules();
+  for (const auto& e : r.engines) {
+    const BlockSizes& b = r.block_sizes.at(e);
+    EXPECT_EQ(b.min_n, 16u) << e;
+    EXPECT_EQ(b.min_k, 16u) << e;
+  }
+  // transformers runs the one Triton kernel for every block: no faster block to name.
+  EXPECT_EQ(r.block_sizes.at("transformers").full_n, 0u);
+  EXPECT_EQ(r.block_sizes.at("vllm").full_n, 128u);
+}
+
 TEST(EngineRules, ALineRangeMustBeOrderedAndPositive) {
   Citation c;
   for (const char* ok : {"1", "634-640", "57-57"}) {

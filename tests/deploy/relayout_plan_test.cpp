@@ -37,6 +37,30 @@ TEST(RelayoutPlan, Qwen3_235BAtTp8ReblocksTo64x64AndSaysBlockKChanges) {
   EXPECT_FALSE(says_not_in_build);
 }
 
+// The notes name the engine code by file and line (engines.json block_sizes); transformers has
+// one kernel for every block, so it gets no "not its fastest" note, and its default
+// --min-block is Triton's 16x16.
+TEST(RelayoutPlan, AReblockNotesEachEnginesFallbackWithItsCitedLine) {
+  const RelayoutPlan p = plan_relayout(at("qwen3-235b-a22b-fp8", 8), RelayoutRequest{});
+  ASSERT_EQ(p.problem, "");
+  bool vllm = false, sglang = false;
+  for (const auto& n : p.notes) {
+    vllm |= n.rfind("vllm:", 0) == 0 && n.find("fp8_utils.py:891-898 w8a8_triton_block_scaled_mm") != std::string::npos;
+    sglang |= n.rfind("sglang:", 0) == 0 && n.find("fp8_kernel.py:1125-1134 w8a8_block_fp8_matmul_triton") != std::string::npos &&
+              n.find("--fp8-gemm-backend triton") != std::string::npos;
+  }
+  EXPECT_TRUE(vllm);
+  EXPECT_TRUE(sglang);
+
+  PreflightOptions o;
+  o.deployment = {8, 1, 1};
+  o.engines = {"transformers"};
+  const RelayoutPlan t = plan_relayout(preflight(test::fixture("preflight/qwen3-235b-a22b-fp8"), o), RelayoutRequest{});
+  EXPECT_EQ(t.min_n, 16u);
+  EXPECT_EQ(t.min_k, 16u);
+  for (const auto& n : t.notes) EXPECT_EQ(n.find("fastest kernels"), std::string::npos) << n;
+}
+
 TEST(RelayoutPlan, ADeploymentThatLoadsNeedsNothing) {
   const RelayoutPlan p = plan_relayout(at("qwen3-235b-a22b-fp8", 4), RelayoutRequest{});
   EXPECT_EQ(p.problem, "");
