@@ -5,7 +5,7 @@
 #                              (re-blocked to 32x32, experts stay FP8)
 #   OUTDIR/dsv3/{in,out}       DeepSeek-V3 (tests/fixtures/families/dsv3-fp8/in), relayout --tp 2 (64x64)
 #   OUTDIR/promoted/{in,out}   the Qwen3-MoE input with --min-block 64x64: the routed experts promoted to
-#                              BF16 (modules_to_not_convert), attention re-blocked to 64x128
+#                              BF16 (modules_to_not_convert), attention re-blocked to 64x64 (vLLM needs a square block)
 # Each OUT is checked here with ckpt preflight --tp 2 and ckpt validate --deep --reference.
 # Usage: tools/relayout_cases.sh OUTDIR [CKPT]   (CKPT default: build/ckpt)
 set -euo pipefail

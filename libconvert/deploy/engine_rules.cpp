@@ -100,6 +100,12 @@ EngineRules parse_rules() {
       simdjson::dom::array also;
       if (e["also"].get(also) == simdjson::SUCCESS)
         for (auto c : also) b.also.push_back(citation_from_json(c));
+      simdjson::dom::element square;
+      if (e["square_block"].get(square) == simdjson::SUCCESS) {
+        b.square = true;
+        b.square_why = json_string(square, "why").value_or("");
+        if (square["source"].get(src) == simdjson::SUCCESS) b.square_citation = citation_from_json(src);
+      }
       r.block_sizes[std::string(engine)] = std::move(b);
     }
   simdjson::dom::object padding;

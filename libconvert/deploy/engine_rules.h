@@ -54,6 +54,10 @@ struct BlockSizes {
   Citation citation;         // the engine line that sets its Triton tile from the block (min_n, min_k)
   std::vector<Citation> also;  // the engine code choosing its kernels (full_n, full_k, fallback)
   std::string source;        // citation.text(), for messages
+  // The engine needs block_n == block_k (vLLM: activation groups of block_n, GEMM groups of block_k).
+  bool square = false;
+  std::string square_why;
+  Citation square_citation;
 };
 
 struct EngineRules {

@@ -75,6 +75,16 @@ void default_min_block(const PreflightReport& r, RelayoutPlan& p) {
   if (!p.min_k) p.min_k = k;
 }
 
+// The engines asked about that need block_n == block_k, with why and where (for the plan's note).
+std::vector<std::string> square_engines(const PreflightReport& r) {
+  std::vector<std::string> out;
+  const auto& sizes = engine_rules().block_sizes;
+  for (const auto& e : r.engines)
+    if (auto it = sizes.find(e); it != sizes.end() && it->second.square)
+      out.push_back(e + " needs a square block: " + it->second.square_why + " (" + it->second.square_citation.text() + ")");
+  return out;
+}
+
 // Weights --bf16 names: each pattern must name a block-FP8 module; the whole class is
 // promoted in the layers it names (an engine quantizes a merged or FusedMoE layer alike).
 bool forced_units(const PreflightReport& r, const RelayoutRequest& q, RelayoutPlan& p,
@@ -102,7 +112,7 @@ bool forced_units(const PreflightReport& r, const RelayoutRequest& q, RelayoutPl
 }
 
 // Chooses the block and the units promoted for want of one. `units`: failing sizes per unit.
-void choose_block(const RelayoutRequest& q, std::map<std::string, Unit>& units, RelayoutPlan& p,
+void choose_block(const RelayoutRequest& q, bool square, std::map<std::string, Unit>& units, RelayoutPlan& p,
                   std::map<std::string, std::string>& promoted) {
   for (auto& [name, u] : units) {
     u.gn = p.old_n;
@@ -117,10 +127,12 @@ void choose_block(const RelayoutRequest& q, std::map<std::string, Unit>& units, 
       if (std::string why = misfit(u, p.block_n, p.block_k); !why.empty()) promoted.emplace(name, why + " (--block)");
     return;
   }
-  for (const auto& [name, u] : units)
-    if (u.gn < p.min_n || u.gk < p.min_k)
-      promoted.emplace(name, "it would need block " + block_text(u.gn, u.gk) + " (" + misfit(u, p.old_n, p.old_k) +
+  for (const auto& [name, u] : units) {
+    const uint64_t n = square ? std::gcd(u.gn, u.gk) : u.gn, k = square ? n : u.gk;
+    if (n < p.min_n || k < p.min_k)
+      promoted.emplace(name, "it would need block " + block_text(n, k) + " (" + misfit(u, p.old_n, p.old_k) +
                                  "), below --min-block " + block_text(p.min_n, p.min_k));
+  }
   while (true) {
     p.block_n = p.old_n;
     p.block_k = p.old_k;
@@ -131,6 +143,7 @@ void choose_block(const RelayoutRequest& q, std::map<std::string, Unit>& units, 
       p.block_k = std::gcd(p.block_k, u.gk);
       if (!smallest || u.gn * u.gk < units[*smallest].gn * units[*smallest].gk) smallest = &name;
     }
+    if (square) p.block_n = p.block_k = std::gcd(p.block_n, p.block_k);
     if ((p.block_n >= p.min_n && p.block_k >= p.min_k) || !smallest) return;
     // Blocks that are not powers of two: together they can need less than each alone.
     promoted.emplace(*smallest, "with the other classes it would need a block below --min-block " +
@@ -144,9 +157,12 @@ void add_notes(const PreflightReport& r, const std::map<std::string, Unit>& unit
     std::string by;
     for (const auto& [name, u] : units)
       if (!promoted.count(name) && !u.cols.empty()) by += (by.empty() ? "" : ", ") + name + " (" + sizes_text(u.cols) + " columns a rank)";
+    std::string why = by.empty() ? "" : "block_n alone cannot fix " + by;
+    if (p.block_k == p.block_n && p.block_n != p.old_n)
+      for (const auto& s : square_engines(r)) why += (why.empty() ? "" : "; ") + s;
     p.notes.push_back("block_k changes from " + std::to_string(p.old_k) + " to " + std::to_string(p.block_k) +
                       ": the engine quantizes activations in per-token groups of block_k, so those groups change "
-                      "too; block_n alone cannot fix " + by);
+                      "too" + (why.empty() ? "" : "; " + why));
   }
   if (!p.changes_block()) return;
   const auto& sizes = engine_rules().block_sizes;
@@ -190,8 +206,14 @@ RelayoutPlan plan_relayout(const PreflightReport& r, const RelayoutRequest& q) {
     u.rows.insert(w.rows.begin(), w.rows.end());
     u.cols.insert(w.cols.begin(), w.cols.end());
   }
+  const bool square = !square_engines(r).empty();
+  if (square && q.block_n && q.block_n != q.block_k) {
+    p.problem = "--block " + block_text(q.block_n, q.block_k) + ": " + square_engines(r).front() +
+                "; ask for a square block, or name the other engines with --engine";
+    return p;
+  }
   std::map<std::string, std::string> promoted;  // unit -> why
-  choose_block(q, units, p, promoted);
+  choose_block(q, square, units, p, promoted);
   p.needed = !units.empty() || !forced.empty() || p.changes_block();
 
   // Each weight's fate, gathered into one choice per (unit, action).

@@ -148,6 +148,44 @@ TEST(RelayoutPlan, AGatedDeltaNetProjectionOf8RowsARankIsPromotedAndTheExpertsRe
   EXPECT_TRUE(fix_names_it);
 }
 
+// A Llama whose K/V projections (2 heads of 64) are 64 rows a rank at TP 2: block_n alone
+// would do (64x128), but vLLM groups activations by block_n and asserts groups of block_k
+// (engines.json block_sizes.vllm.square_block): with vLLM asked about the block is square and
+// the note says why; SGLang alone keeps block_k; a non-square --block is refused for vLLM.
+TEST(RelayoutPlan, VllmNeedsASquareBlockSoBlockKFollowsBlockN) {
+  test::TempDir tmp;
+  std::filesystem::create_directories(tmp.str("cfg"));
+  test::write_text(tmp.str("cfg/config.json"), R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 1024, "intermediate_size": 2048, "num_hidden_layers": 2, "vocab_size": 1024,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 64, "tie_word_embeddings": false,
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                            "weight_block_size": [128, 128]}})");
+  auto plan_for = [&](std::vector<std::string> engines, RelayoutRequest q = {}) {
+    PreflightOptions o;
+    o.deployment = {2, 1, 1};
+    o.engines = std::move(engines);
+    return plan_relayout(preflight(tmp.str("cfg"), o), q);
+  };
+  const RelayoutPlan both = plan_for({});
+  ASSERT_EQ(both.problem, "");
+  EXPECT_EQ(both.block_n, 64u);
+  EXPECT_EQ(both.block_k, 64u);
+  bool says_why = false;
+  for (const auto& n : both.notes)
+    says_why |= n.find("vllm needs a square block") != std::string::npos &&
+                n.find("vllm/model_executor/layers/quantization/fp8.py:299-305") != std::string::npos;
+  EXPECT_TRUE(says_why);
+  const RelayoutPlan sglang = plan_for({"sglang"});
+  ASSERT_EQ(sglang.problem, "");
+  EXPECT_EQ(sglang.block_n, 64u);
+  EXPECT_EQ(sglang.block_k, 128u);  // block_n only, as the issue prefers
+  RelayoutRequest oblong;
+  oblong.block_n = 64;
+  oblong.block_k = 128;
+  EXPECT_NE(plan_for({"vllm"}, oblong).problem.find("vllm needs a square block"), std::string::npos);
+  EXPECT_EQ(plan_for({"sglang"}, oblong).problem, "");
+}
+
 TEST(RelayoutPlan, ABf16CheckpointHasNothingToReblock) {
   EXPECT_NE(plan_relayout(at("deepseek-r1-bf16", 32), RelayoutRequest{}).problem.find("no block-FP8 weights"),
             std::string::npos);
