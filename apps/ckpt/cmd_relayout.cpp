@@ -7,6 +7,7 @@
 
 #include "../cli_common.h"
 #include "commands.h"
+#include "partition_flags.h"
 #include "core/partition.h"
 #include "core/progress.h"
 #include "relayout/relayout.h"
@@ -43,25 +44,6 @@ bool parse_block_size(const std::string& text, uint64_t& n, uint64_t& k) {
 
 namespace {
 
-// --partition I/N or env (+ --partitions N), and --finalize's count, as ckpt convert takes them.
-bool resolve_scale_out(const RelayoutArgs& a, ckpt::RelayoutOptions& o) {
-  std::string error;
-  std::optional<uint32_t> count;
-  if (a.partitions > 0) count = a.partitions;
-  if (!a.partition.empty() && a.finalize)
-    error = "--partition writes one partition, --finalize checks them all; run them separately";
-  else if (a.partition == "env")
-    ckpt::partition_from_env(ckpt::process_env(), count, o.partition, error);
-  else if (!a.partition.empty())
-    ckpt::parse_partition(a.partition, o.partition, error);
-  else if (a.finalize)
-    o.partitions = ckpt::partition_count_from_env(ckpt::process_env(), count, error);
-  o.finalize = a.finalize;
-  if (error.empty()) return true;
-  usage_error(kRelayout, error);
-  return false;
-}
-
 ckpt::Outcome run_relayout(const RelayoutArgs& a) {
   ckpt::InputSet inputs;
   inputs.add_checkpoint(a.input);
@@ -80,7 +62,9 @@ ckpt::Outcome run_relayout(const RelayoutArgs& a) {
   // The options that determine OUT, applied through the mapping a provenance records them by.
   const auto recorded = relayout_options_recorded({a.tp, a.ep, a.engines, a.bf16, a.min_block, a.block});
   if (std::string error; !apply_relayout_options(recorded, o, error)) return usage_error(kRelayout, error);
-  if (!resolve_scale_out(a, o)) return ckpt::Outcome::usage;
+  if (!resolve_scale_out(kRelayout, "writes", a.partition, a.partitions, a.finalize, o.partition, o.partitions))
+    return ckpt::Outcome::usage;
+  o.finalize = a.finalize;
   if (!a.sign_key.empty()) {
     if (a.dry_run || !a.partition.empty())
       return usage_error(kRelayout, "--sign-key signs a whole output (not --dry-run or --partition; --finalize signs)");

@@ -15,6 +15,7 @@
 
 #include "../cli_common.h"
 #include "commands.h"
+#include "partition_flags.h"
 #include "convert/convert.h"
 #include "core/build_info.h"
 #include "deploy/preflight.h"
@@ -95,8 +96,6 @@ struct ValidateArgs {
   CommonFlags c;
 };
 
-bool resolve_partition(const char* cmd, const std::string& text, unsigned partitions, ckpt::PartitionSpec& spec);
-
 // Prints (human / --json) a report and returns its outcome.
 Outcome emit_validation(const ckpt::ValidationReport& report, const ValidateArgs& a, const ckpt::InputSet& inputs) {
   Outcome o = ckptcli::emit(kValidate, a.c.json, ckpt::validation_report_json(report), inputs);
@@ -140,7 +139,7 @@ Outcome run_validate(const ValidateArgs& a) {
   options.reference = a.reference;
   options.mode = parse_mode(a.mode);
   if (!a.partition.empty()) {
-    if (!resolve_partition(kValidate, a.partition, a.partitions, options.partition)) return Outcome::usage;
+    if (!ckptcli::resolve_partition(kValidate, a.partition, a.partitions, options.partition)) return Outcome::usage;
     if (!a.reference.empty() || !a.hub.empty() || a.signature.active())
       return ckptcli::usage_error(kValidate,
                                   "--partition splits --deep / --sha256 only, not --reference, --hub-sha256 or --signature");
@@ -171,17 +170,6 @@ Outcome run_validate(const ValidateArgs& a) {
   if (a.signature.active())
     if (auto o = ckptcli::check_signature_into(a.signature, a.path, report.findings); o != Outcome::ok) return o;
   return emit_validation(report, a, inputs);
-}
-
-// --partition I/N or env (+ --partitions N) into a spec; false after printing why.
-bool resolve_partition(const char* cmd, const std::string& text, unsigned partitions, ckpt::PartitionSpec& spec) {
-  std::string error;
-  std::optional<uint32_t> count;
-  if (partitions > 0) count = partitions;
-  bool ok = text == "env" ? ckpt::partition_from_env(ckpt::process_env(), count, spec, error)
-                          : ckpt::parse_partition(text, spec, error);
-  if (!ok) ckptcli::usage_error(cmd, error);
-  return ok;
 }
 
 struct ConvertArgs {
@@ -226,17 +214,9 @@ Outcome run_convert(const ConvertArgs& a) {
     return ckptcli::usage_error(kConvert, "--memory-budget '" + a.memory_budget +
                                               "' is not a size (a number with K, M, G or T, e.g. 1G, 512M; at least 64M)");
   if (a.resume && a.overwrite) return ckptcli::usage_error(kConvert, "--resume and --overwrite exclude each other");
-  if (!a.partition.empty() && a.finalize)
-    return ckptcli::usage_error(kConvert, "--partition converts one partition, --finalize checks them all; run them separately");
-  if (!a.partition.empty() && !resolve_partition(kConvert, a.partition, a.partitions, o.partition)) return Outcome::usage;
+  if (!ckptcli::resolve_scale_out(kConvert, "converts", a.partition, a.partitions, a.finalize, o.partition, o.partitions))
+    return Outcome::usage;
   o.finalize = a.finalize;
-  if (a.finalize) {
-    std::string error;
-    std::optional<uint32_t> given;
-    if (a.partitions > 0) given = a.partitions;
-    o.partitions = ckpt::partition_count_from_env(ckpt::process_env(), given, error);
-    if (!error.empty()) return ckptcli::usage_error(kConvert, error);
-  }
   // The input's integrity checks, each on threads of its own while the conversion runs;
   // OUT is finalized only when every one passed (each is waited for, whatever the others say).
   std::vector<std::function<bool(ckpt::ConvertReport&)>> input_checks;

@@ -16,6 +16,7 @@
 #include <sys/statvfs.h>
 
 #include "plan/config_rewrite.h"
+#include "plan/output_index.h"
 #include "core/peak_rss.h"
 #include "convert/finalize.h"
 #include "convert/output_dir.h"
@@ -330,16 +331,12 @@ bool write_side_files(const ConvertOptions& o, const std::vector<PinnedSideFile>
   return true;
 }
 
-bool writes_index(const LoadedModel& in, const ConversionPlan& plan) {
-  return in.checkpoint.index.present || plan.shards.size() > 1;
-}
-
 // Every file of OUT this plan produces (relative paths; .ckptkit/ aside).
 std::set<std::string> planned_files(const LoadedModel& in, const ConvertOptions& o, const ConvertReport& r) {
   std::set<std::string> files(r.plan.side_files.begin(), r.plan.side_files.end());
   files.insert(o.attestation_files.begin(), o.attestation_files.end());
   for (const auto& s : r.plan.shards) files.insert(s.name);
-  if (writes_index(in, r.plan)) files.insert(kIndexName);
+  if (plan_writes_index(in, r.plan)) files.insert(kIndexName);
   if (!r.config_json.empty()) files.insert("config.json");
   if (!r.params_json.empty()) files.insert("params.json");
   return files;
@@ -348,7 +345,7 @@ std::set<std::string> planned_files(const LoadedModel& in, const ConvertOptions&
 // The index and config.json come last: a checkpoint that has them is complete.
 bool write_index_and_config(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r) {
   std::string error;
-  if (writes_index(in, r.plan)) {
+  if (plan_writes_index(in, r.plan)) {
     if (!write_out_file((fs::path(o.output) / kIndexName).string(), index_json(r.plan), r.output_mode, error)) {
       fail(r, ConvertStatus::io_error, "IO_WRITE", kIndexName, error);
       return false;

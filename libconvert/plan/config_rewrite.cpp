@@ -6,13 +6,12 @@
 
 #include "formats/json.h"
 #include "formats/json_pretty.h"
+#include "plan/quant_module_lists.h"
 
 namespace ckpt {
 
 namespace {
 
-constexpr std::string_view kIgnoredLayers = "ignored_layers";
-constexpr std::string_view kNotConvert = "modules_to_not_convert";
 // quantization_config members the rewrite sets, in the order missing ones are appended: the
 // two module lists (what this conversion left in BF16). Every other member is the input's,
 // never invented: a default scale_fmt "ue8m0" or weight_block_size [128, 128] would tell
@@ -21,30 +20,6 @@ constexpr std::array<std::string_view, 2> kQuantKeys = {kIgnoredLayers, kNotConv
 
 void append_unique(std::vector<std::string>& list, std::string_view name) {
   if (std::find(list.begin(), list.end(), name) == list.end()) list.emplace_back(name);
-}
-
-// Names a module list of the input already holds; nullopt (with error) when the member
-// exists but is not an array of strings, since silently dropping entries there would
-// re-quantise modules someone asked to keep in BF16.
-std::optional<std::vector<std::string>> existing_names(simdjson::dom::element qc, std::string_view key,
-                                                       std::string& error) {
-  std::vector<std::string> names;
-  auto v = json_get(qc, key);
-  if (!v) return names;
-  simdjson::dom::array arr;
-  if (v->get_array().get(arr)) {
-    error = "quantization_config." + std::string(key) + " is not an array";
-    return std::nullopt;
-  }
-  for (auto item : arr) {
-    std::string_view s;
-    if (item.get_string().get(s)) {
-      error = "quantization_config." + std::string(key) + " holds a non-string entry";
-      return std::nullopt;
-    }
-    names.emplace_back(s);
-  }
-  return names;
 }
 
 // QW list, then the modules this conversion keeps in BF16, then what the input listed.
@@ -70,9 +45,9 @@ bool plan_quant(simdjson::dom::element root, const ConfigRewriteInput& in, Quant
       error = "quantization_config is not an object";
       return false;
     }
-    auto a = existing_names(*plan.input, kIgnoredLayers, error);
+    auto a = quant_module_list(*plan.input, kIgnoredLayers, error);
     if (!a) return false;
-    auto b = existing_names(*plan.input, kNotConvert, error);
+    auto b = quant_module_list(*plan.input, kNotConvert, error);
     if (!b) return false;
     kept_ignored = std::move(*a);
     kept_not_convert = std::move(*b);

@@ -354,6 +354,34 @@ void add_totals(const ModelView& view, ConversionPlan& plan) {
     if (has_module(view, module)) plan.extra_bf16_modules.push_back(module);
 }
 
+// The profile, its pairing rules and every FP8 / MXFP4 pair of the input (model/pairing.h),
+// the same for a conversion and a relayout; false when the pairing found errors (appended).
+bool pair_input(const LoadedModel& in, ConversionPlan& plan, std::vector<Fp8Pair>& pairs,
+                std::vector<Mxfp4BlocksPair>& blocks, Findings& findings) {
+  plan.profile = detect_profile(in);
+  Findings pairing;
+  plan.pairing = pairing_options_for(in, plan.profile, pairing);
+  plan.quant_profile = plan.pairing.scheme.profile;
+  check_fp8_pairing(in.view, plan.pairing, pairing, &pairs, &blocks);
+  findings.append(pairing);
+  return !pairing.has_errors();
+}
+
+// From the tensors' fates to the whole plan: one output shard per input file, the output
+// names checked, the totals, the side files and the input's structure hash.
+bool plan_output(const LoadedModel& in, const std::vector<PlannedTensor>& fate, const std::vector<uint8_t>& dropped,
+                 ConversionPlan& plan, Findings& findings) {
+  for (uint32_t file = 0; file < in.view.files.size(); ++file) {
+    plan.shards.emplace_back();
+    if (!plan_shard(in, plan, file, fate, dropped, plan.shards.back(), findings)) return false;
+  }
+  if (!check_output_names(in.view, plan, findings)) return false;
+  add_totals(in.view, plan);  // before the side files: output_has_fp8 decides hf_quant_config.json's fate
+  if (!list_side_files(in.checkpoint, plan, findings)) return false;
+  plan.source_structure_sha256 = structure_hash_of(in.view);
+  return true;
+}
+
 }  // namespace
 
 const char* expert_mode_name(ExpertMode m) {
@@ -369,15 +397,9 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
     findings.error("CONVERT_INPUT", in.path, "", std::nullopt, "convert reads safetensors checkpoints, not GGUF");
     return false;
   }
-  plan.profile = detect_profile(in);
-  Findings pairing;
-  plan.pairing = pairing_options_for(in, plan.profile, pairing);
-  plan.quant_profile = plan.pairing.scheme.profile;
   std::vector<Fp8Pair> pairs;
   std::vector<Mxfp4BlocksPair> blocks;
-  check_fp8_pairing(in.view, plan.pairing, pairing, &pairs, &blocks);
-  findings.append(pairing);
-  if (pairing.has_errors()) return false;
+  if (!pair_input(in, plan, pairs, blocks, findings)) return false;
   if (experts == ExpertMode::int8_shift && !blocks.empty()) {
     findings.error("REMAP_EXPERTS", in.path, in.view.tensors[blocks.front().blocks].name, std::nullopt,
                    "--experts int8-shift reads routed experts as per-expert *.ffn.experts.E.w{1,2,3}.weight "
@@ -390,15 +412,7 @@ bool plan_conversion(const LoadedModel& in, ExpertMode experts, const RemapOptio
   std::vector<PlannedTensor> fate;
   std::vector<uint8_t> dropped;
   classify(in.view, experts, pairs, blocks, plan.fused, fate, dropped, plan);
-  for (uint32_t file = 0; file < in.view.files.size(); ++file) {
-    plan.shards.emplace_back();
-    if (!plan_shard(in, plan, file, fate, dropped, plan.shards.back(), findings)) return false;
-  }
-  if (!check_output_names(in.view, plan, findings)) return false;
-  add_totals(in.view, plan);  // before the side files: output_has_fp8 decides hf_quant_config.json's fate
-  if (!list_side_files(in.checkpoint, plan, findings)) return false;
-  plan.source_structure_sha256 = structure_hash_of(in.view);
-  return true;
+  return plan_output(in, fate, dropped, plan, findings);
 }
 
 bool plan_regrid(const LoadedModel& in, const RegridRequest& request, ConversionPlan& plan, Findings& findings) {
@@ -413,27 +427,13 @@ bool plan_regrid(const LoadedModel& in, const RegridRequest& request, Conversion
     findings.error("CONVERT_INTERNAL", in.path, "", std::nullopt, "a relayout request without a block");
     return false;
   }
-  plan.profile = detect_profile(in);
-  Findings pairing;
-  plan.pairing = pairing_options_for(in, plan.profile, pairing);
-  plan.quant_profile = plan.pairing.scheme.profile;
   std::vector<Fp8Pair> pairs;
   std::vector<Mxfp4BlocksPair> blocks;
-  check_fp8_pairing(in.view, plan.pairing, pairing, &pairs, &blocks);
-  findings.append(pairing);
-  if (pairing.has_errors()) return false;
+  if (!pair_input(in, plan, pairs, blocks, findings)) return false;
   std::vector<PlannedTensor> fate;
   std::vector<uint8_t> dropped;
   classify(in.view, ExpertMode::keep, pairs, blocks, plan.fused, fate, dropped, plan, &request);
-  for (uint32_t file = 0; file < in.view.files.size(); ++file) {
-    plan.shards.emplace_back();
-    if (!plan_shard(in, plan, file, fate, dropped, plan.shards.back(), findings)) return false;
-  }
-  if (!check_output_names(in.view, plan, findings)) return false;
-  add_totals(in.view, plan);
-  if (!list_side_files(in.checkpoint, plan, findings)) return false;
-  plan.source_structure_sha256 = structure_hash_of(in.view);
-  return true;
+  return plan_output(in, fate, dropped, plan, findings);
 }
 
 Fp8Grid planned_fp8_grid(const ConversionPlan& plan, const PlannedTensor& t, const ModelTensor& weight) {

@@ -7,35 +7,12 @@
 #include "deploy/partition_model.h"
 #include "formats/json.h"
 #include "formats/json_pretty.h"
+#include "plan/quant_module_lists.h"
 
 namespace ckpt {
 
 namespace {
 
-constexpr std::string_view kIgnoredLayers = "ignored_layers";
-constexpr std::string_view kNotConvert = "modules_to_not_convert";
-
-// A module list of the input, or nullopt with `error` when it is not an array of strings
-// (dropping entries would re-quantize modules someone kept in BF16).
-std::optional<std::vector<std::string>> names_of(simdjson::dom::element qc, std::string_view key, std::string& error) {
-  std::vector<std::string> names;
-  auto v = json_get(qc, key);
-  if (!v) return names;
-  simdjson::dom::array arr;
-  if (v->get_array().get(arr)) {
-    error = "quantization_config." + std::string(key) + " is not an array";
-    return std::nullopt;
-  }
-  for (auto item : arr) {
-    std::string_view s;
-    if (item.get_string().get(s)) {
-      error = "quantization_config." + std::string(key) + " holds a non-string entry";
-      return std::nullopt;
-    }
-    names.emplace_back(s);
-  }
-  return names;
-}
 
 std::vector<std::string> with(std::vector<std::string> list, const std::vector<std::string>& more) {
   for (const auto& m : more)
@@ -62,7 +39,7 @@ bool write_quant(JsonPrettyWriter& w, simdjson::dom::element qc, const RelayoutP
       w.uint64(plan.block_k);
       w.end_array();
     } else if (m.key == kIgnoredLayers || m.key == kNotConvert) {
-      auto names = names_of(qc, m.key, error);
+      auto names = quant_module_list(qc, m.key, error);
       if (!names) return false;
       w.string_array(with(*names, plan.excluded));
     } else {

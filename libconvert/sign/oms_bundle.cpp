@@ -8,6 +8,7 @@
 #include "formats/json_writer.h"
 #include "io/hash.h"
 #include "sign/oms_crypto.h"
+#include "sign/oms_json.h"
 
 namespace ckpt::oms {
 namespace {
@@ -56,50 +57,8 @@ bool parse_document(std::string_view text, const char* what, JsonDoc& doc, std::
   return true;
 }
 
-// Field lookups that say what was wrong: missing, or of another type.
-bool get_field(dom::element obj, std::string_view key, const std::string& where, dom::element& out,
-               std::string& error) {
-  const dom::object o = obj.get_object().value_unsafe();
-  if (o[key].get(out) != simdjson::SUCCESS) {
-    error = where + " has no \"" + std::string(key) + "\"";
-    return false;
-  }
-  return true;
-}
-
-bool get_string(dom::element obj, std::string_view key, const std::string& where, std::string& out,
-                std::string& error) {
-  dom::element v;
-  if (!get_field(obj, key, where, v, error)) return false;
-  std::string_view s;
-  if (v.get_string().get(s) != simdjson::SUCCESS) {
-    error = where + "." + std::string(key) + " is not a string";
-    return false;
-  }
-  out = std::string(s);
-  return true;
-}
-
-bool get_object(dom::element obj, std::string_view key, const std::string& where, dom::element& out,
-                std::string& error) {
-  if (!get_field(obj, key, where, out, error)) return false;
-  if (!out.is_object()) {
-    error = where + "." + std::string(key) + " is not an object";
-    return false;
-  }
-  return true;
-}
-
-bool get_array(dom::element obj, std::string_view key, const std::string& where, dom::array& out,
-               std::string& error) {
-  dom::element v;
-  if (!get_field(obj, key, where, v, error)) return false;
-  if (v.get_array().get(out) != simdjson::SUCCESS) {
-    error = where + "." + std::string(key) + " is not an array";
-    return false;
-  }
-  return true;
-}
+// Field lookups that say what was wrong (sign/oms_json.h).
+constexpr JsonFields kFields{" has no "};
 
 bool has_field(dom::element obj, std::string_view key) {
   dom::element v;
@@ -110,7 +69,7 @@ bool has_field(dom::element obj, std::string_view key) {
 bool get_base64(dom::element obj, std::string_view key, const std::string& where, std::string& out,
                 std::string& error) {
   std::string text;
-  if (!get_string(obj, key, where, text, error)) return false;
+  if (!kFields.text(obj, key, where, text, error)) return false;
   std::string why;
   if (!base64_decode(text, out, why)) {
     error = where + "." + std::string(key) + " is not Base64: " + why;
@@ -137,24 +96,24 @@ bool parse_material(dom::element vm, Bundle& out, std::string& error) {
   dom::element v;
   if (has_field(vm, "publicKey")) {
     out.material = Material::public_key;
-    if (!get_object(vm, "publicKey", where, v, error)) return false;
+    if (!kFields.object(vm, "publicKey", where, v, error)) return false;
     const bool hint = has_field(v, "hint"), raw = has_field(v, "rawBytes");
     if (!hint && !raw) {
       error = where + ".publicKey has neither hint nor rawBytes";
       return false;
     }
     std::string ignored;
-    if (hint && !get_string(v, "hint", where + ".publicKey", out.key_hint, error)) return false;
+    if (hint && !kFields.text(v, "hint", where + ".publicKey", out.key_hint, error)) return false;
     return !raw || get_base64(v, "rawBytes", where + ".publicKey", ignored, error);
   }
   if (has_field(vm, "certificate")) {
     out.material = Material::sigstore_certificate;
-    return get_object(vm, "certificate", where, v, error);
+    return kFields.object(vm, "certificate", where, v, error);
   }
   out.material = Material::certificate_chain;
   dom::array certs;
-  if (!get_object(vm, "x509CertificateChain", where, v, error) ||
-      !get_array(v, "certificates", where + ".x509CertificateChain", certs, error))
+  if (!kFields.object(vm, "x509CertificateChain", where, v, error) ||
+      !kFields.array(v, "certificates", where + ".x509CertificateChain", certs, error))
     return false;
   if (certs.size() == 0 || certs.size() > kMaxCertificates) {
     error = where + ".x509CertificateChain.certificates holds " + std::to_string(certs.size()) +
@@ -178,14 +137,14 @@ bool parse_material(dom::element vm, Bundle& out, std::string& error) {
 bool parse_envelope(dom::element env, Bundle& out, std::string& error) {
   const std::string where = "dsseEnvelope";
   if (!get_base64(env, "payload", where, out.payload, error) ||
-      !get_string(env, "payloadType", where, out.payload_type, error))
+      !kFields.text(env, "payloadType", where, out.payload_type, error))
     return false;
   if (out.payload.empty()) {
     error = where + ".payload is empty";
     return false;
   }
   dom::array sigs;
-  if (!get_array(env, "signatures", where, sigs, error)) return false;
+  if (!kFields.array(env, "signatures", where, sigs, error)) return false;
   if (sigs.size() == 0) {
     error = where + ".signatures is empty: the envelope carries no signature";
     return false;
@@ -210,7 +169,7 @@ bool parse_envelope(dom::element env, Bundle& out, std::string& error) {
     }
     // keyid: absent, "", null or a string (spec §4.1); anything else is malformed.
     dom::element keyid;
-    if (has_field(s, "keyid") && get_field(s, "keyid", at, keyid, error) && !keyid.is_null() && !keyid.is_string()) {
+    if (has_field(s, "keyid") && kFields.field(s, "keyid", at, keyid, error) && !keyid.is_null() && !keyid.is_string()) {
       error = at + ".keyid is neither a string nor null";
       return false;
     }
@@ -228,9 +187,9 @@ size_t digest_hex_length(std::string_view algorithm) { return algorithm == "sha2
 bool parse_serialization(dom::element pred, Serialization& ser, std::string& error) {
   const std::string where = "predicate.serialization";
   dom::element s, v;
-  if (!get_object(pred, "serialization", "predicate", s, error) ||
-      !get_string(s, "method", where, ser.method, error) || !get_string(s, "hash_type", where, ser.hash_type, error) ||
-      !get_field(s, "allow_symlinks", where, v, error))
+  if (!kFields.object(pred, "serialization", "predicate", s, error) ||
+      !kFields.text(s, "method", where, ser.method, error) || !kFields.text(s, "hash_type", where, ser.hash_type, error) ||
+      !kFields.field(s, "allow_symlinks", where, v, error))
     return false;
   if (v.get_bool().get(ser.allow_symlinks) != simdjson::SUCCESS) {
     error = where + ".allow_symlinks is not a boolean";
@@ -247,7 +206,7 @@ bool parse_serialization(dom::element pred, Serialization& ser, std::string& err
       return false;
     }
     dom::element size;
-    if (!get_field(s, "shard_size", where, size, error) || size.get_uint64().get(n) != simdjson::SUCCESS || n == 0) {
+    if (!kFields.field(s, "shard_size", where, size, error) || size.get_uint64().get(n) != simdjson::SUCCESS || n == 0) {
       error = where + ".shard_size is not a positive integer";
       return false;
     }
@@ -258,7 +217,7 @@ bool parse_serialization(dom::element pred, Serialization& ser, std::string& err
   }
   if (has_field(s, "ignore_paths")) {
     dom::array paths;
-    if (!get_array(s, "ignore_paths", where, paths, error)) return false;
+    if (!kFields.array(s, "ignore_paths", where, paths, error)) return false;
     if (paths.size() > kMaxIgnorePaths) {
       error = where + ".ignore_paths holds " + std::to_string(paths.size()) + " entries (at most " +
               std::to_string(kMaxIgnorePaths) + ")";
@@ -283,8 +242,8 @@ bool parse_resource(dom::element r, size_t i, const Serialization& ser, Resource
     return false;
   }
   std::string algorithm;
-  if (!get_string(r, "name", at, out.name, error) || !get_string(r, "digest", at, out.digest, error) ||
-      !get_string(r, "algorithm", at, algorithm, error))
+  if (!kFields.text(r, "name", at, out.name, error) || !kFields.text(r, "digest", at, out.digest, error) ||
+      !kFields.text(r, "algorithm", at, algorithm, error))
     return false;
   if (algorithm != ser.hash_type) {
     error = at + " (" + out.name + ") has algorithm \"" + algorithm + "\" but serialization.hash_type is \"" +
@@ -313,7 +272,7 @@ bool parse_resource(dom::element r, size_t i, const Serialization& ser, Resource
 
 bool parse_subject(dom::element root, Statement& out, std::string& error) {
   dom::array subjects;
-  if (!get_array(root, "subject", "the statement", subjects, error)) return false;
+  if (!kFields.array(root, "subject", "the statement", subjects, error)) return false;
   if (subjects.size() != 1) {
     error = "the statement's subject holds " + std::to_string(subjects.size()) + " entries; OMS requires exactly one";
     return false;
@@ -323,9 +282,9 @@ bool parse_subject(dom::element root, Statement& out, std::string& error) {
     error = "subject[0] is not an object";
     return false;
   }
-  if (!get_string(s, "name", "subject[0]", out.subject_name, error) ||
-      !get_object(s, "digest", "subject[0]", digest, error) ||
-      !get_string(digest, "sha256", "subject[0].digest", out.root_digest, error))
+  if (!kFields.text(s, "name", "subject[0]", out.subject_name, error) ||
+      !kFields.object(s, "digest", "subject[0]", digest, error) ||
+      !kFields.text(digest, "sha256", "subject[0].digest", out.root_digest, error))
     return false;
   if (out.subject_name.empty()) {
     error = "subject[0].name is empty";
@@ -342,7 +301,7 @@ bool parse_subject(dom::element root, Statement& out, std::string& error) {
 bool parse_legacy(dom::element root, Statement& out, std::string& error) {
   out.legacy = true;
   dom::array subjects;
-  if (!get_array(root, "subject", "the statement", subjects, error)) return false;
+  if (!kFields.array(root, "subject", "the statement", subjects, error)) return false;
   if (subjects.size() == 0 || subjects.size() > kMaxResources) {
     error = "the v0.2.0 statement's subject holds " + std::to_string(subjects.size()) + " files";
     return false;
@@ -352,8 +311,8 @@ bool parse_legacy(dom::element root, Statement& out, std::string& error) {
     const std::string at = "subject[" + std::to_string(i++) + "]";
     Resource r;
     dom::element digest;
-    if (!s.is_object() || !get_string(s, "name", at, r.name, error) || !get_object(s, "digest", at, digest, error) ||
-        !get_string(digest, "sha256", at + ".digest", r.digest, error)) {
+    if (!s.is_object() || !kFields.text(s, "name", at, r.name, error) || !kFields.object(s, "digest", at, digest, error) ||
+        !kFields.text(digest, "sha256", at + ".digest", r.digest, error)) {
       if (error.empty()) error = at + " is not an object";
       return false;
     }
@@ -430,16 +389,16 @@ bool parse_bundle(std::string_view text, Bundle& out, std::string& error) {
   if (!parse_document(text, "the bundle", doc, error)) return false;
   const dom::element root = doc.root();
   dom::element vm, env;
-  if (!get_string(root, "mediaType", "the bundle", out.media_type, error)) return false;
+  if (!kFields.text(root, "mediaType", "the bundle", out.media_type, error)) return false;
   if (!accepted_media_type(out.media_type)) {
     error = "the bundle's mediaType is \"" + out.media_type.substr(0, 200) + "\", not a Sigstore bundle media type (" +
             std::string(kBundleMediaTypeV03) + " or application/vnd.dev.sigstore.bundle+json;version=0.1..0.3)";
     return false;
   }
-  if (!get_object(root, "verificationMaterial", "the bundle", vm, error) || !parse_material(vm, out, error)) return false;
+  if (!kFields.object(root, "verificationMaterial", "the bundle", vm, error) || !parse_material(vm, out, error)) return false;
   if (has_field(vm, "tlogEntries")) {
     dom::element t;
-    if (!get_field(vm, "tlogEntries", "verificationMaterial", t, error)) return false;
+    if (!kFields.field(vm, "tlogEntries", "verificationMaterial", t, error)) return false;
     if (!t.is_array()) {
       error = "verificationMaterial.tlogEntries is not an array";
       return false;
@@ -449,7 +408,7 @@ bool parse_bundle(std::string_view text, Bundle& out, std::string& error) {
     error = "the bundle has no dsseEnvelope (OMS signs a DSSE envelope; a messageSignature bundle is not OMS)";
     return false;
   }
-  return get_object(root, "dsseEnvelope", "the bundle", env, error) && parse_envelope(env, out, error);
+  return kFields.object(root, "dsseEnvelope", "the bundle", env, error) && parse_envelope(env, out, error);
 }
 
 bool parse_statement(std::string_view payload, Statement& out, std::string& error) {
@@ -458,12 +417,12 @@ bool parse_statement(std::string_view payload, Statement& out, std::string& erro
   if (!parse_document(payload, "the DSSE payload", doc, error)) return false;
   const dom::element root = doc.root();
   std::string type, predicate_type;
-  if (!get_string(root, "_type", "the statement", type, error)) return false;
+  if (!kFields.text(root, "_type", "the statement", type, error)) return false;
   if (type != kStatementType) {
     error = "the statement's _type is \"" + type.substr(0, 200) + "\", not " + std::string(kStatementType);
     return false;
   }
-  if (!get_string(root, "predicateType", "the statement", predicate_type, error)) return false;
+  if (!kFields.text(root, "predicateType", "the statement", predicate_type, error)) return false;
   if (predicate_type == kLegacyPredicateType) {
     if (!parse_legacy(root, out, error)) return false;
     return sorted_once(out.resources, "the v0.2.0 subject", error);
@@ -475,9 +434,9 @@ bool parse_statement(std::string_view payload, Statement& out, std::string& erro
   }
   dom::element pred;
   dom::array resources;
-  if (!parse_subject(root, out, error) || !get_object(root, "predicate", "the statement", pred, error) ||
+  if (!parse_subject(root, out, error) || !kFields.object(root, "predicate", "the statement", pred, error) ||
       !parse_serialization(pred, out.serialization, error) ||
-      !get_array(pred, "resources", "predicate", resources, error))
+      !kFields.array(pred, "resources", "predicate", resources, error))
     return false;
   if (resources.size() == 0 || resources.size() > kMaxResources) {
     error = "predicate.resources holds " + std::to_string(resources.size()) + " entries (1 to " +

@@ -15,6 +15,7 @@
 #include "io/hash.h"
 #include "sign/oms_crypto.h"
 #include "sign/oms_files.h"
+#include "sign/oms_json.h"
 #include "sign/oms_sign.h"
 
 namespace ckpt::oms {
@@ -57,47 +58,8 @@ bool write_out(const std::string& path, const std::string& text, mode_t mode, st
 
 // ---- reading ----
 
-bool field(dom::element obj, std::string_view key, const std::string& where, dom::element& out, std::string& error) {
-  auto v = json_get(obj, key);
-  if (!v) {
-    error = where + " has no member \"" + std::string(key) + "\"";
-    return false;
-  }
-  out = *v;
-  return true;
-}
-
-bool text_field(dom::element obj, std::string_view key, const std::string& where, std::string& out, std::string& error) {
-  dom::element v;
-  if (!field(obj, key, where, v, error)) return false;
-  std::string_view s;
-  if (v.get_string().get(s) != simdjson::SUCCESS) {
-    error = where + "." + std::string(key) + " is not a string";
-    return false;
-  }
-  out = std::string(s);
-  return true;
-}
-
-bool object_field(dom::element obj, std::string_view key, const std::string& where, dom::element& out,
-                  std::string& error) {
-  if (!field(obj, key, where, out, error)) return false;
-  if (!out.is_object()) {
-    error = where + "." + std::string(key) + " is not an object";
-    return false;
-  }
-  return true;
-}
-
-bool array_field(dom::element obj, std::string_view key, const std::string& where, dom::array& out, std::string& error) {
-  dom::element v;
-  if (!field(obj, key, where, v, error)) return false;
-  if (v.get_array().get(out) != simdjson::SUCCESS) {
-    error = where + "." + std::string(key) + " is not an array";
-    return false;
-  }
-  return true;
-}
+// Field lookups that say what was wrong (sign/oms_json.h).
+constexpr JsonFields kFields{" has no member "};
 
 bool is_sha256_hex(std::string_view s) {
   return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
@@ -111,8 +73,8 @@ bool parse_descriptor(dom::element e, const std::string& where, std::string& nam
     error = where + " is not an object";
     return false;
   }
-  if (!text_field(e, "name", where, name, error) || !object_field(e, "digest", where, d, error) ||
-      !text_field(d, "sha256", where + ".digest", digest, error))
+  if (!kFields.text(e, "name", where, name, error) || !kFields.object(e, "digest", where, d, error) ||
+      !kFields.text(d, "sha256", where + ".digest", digest, error))
     return false;
   if (!is_sha256_hex(digest)) {
     error = where + ".digest.sha256 is not 64 lowercase hex digits";
@@ -124,7 +86,7 @@ bool parse_descriptor(dom::element e, const std::string& where, std::string& nam
       error = where + ".annotations is not an object";
       return false;
     }
-    if (json_get(*a, "role") && !text_field(*a, "role", where + ".annotations", role, error)) return false;
+    if (json_get(*a, "role") && !kFields.text(*a, "role", where + ".annotations", role, error)) return false;
   }
   return true;
 }
@@ -166,7 +128,7 @@ bool sorted_unique(Statement& st, const std::string& where, std::string& error) 
 
 bool parse_subject(dom::element root, Provenance& p, std::string& error) {
   dom::array subjects;
-  if (!array_field(root, "subject", "the statement", subjects, error)) return false;
+  if (!kFields.array(root, "subject", "the statement", subjects, error)) return false;
   if (subjects.size() < 2 || subjects.size() > kMaxResources + 1) {
     error = "the statement's subject holds " + std::to_string(subjects.size()) + " entries (the root and 1 to " +
             std::to_string(kMaxResources) + " files accepted)";
@@ -191,8 +153,9 @@ bool parse_subject(dom::element root, Provenance& p, std::string& error) {
 bool parse_options(dom::element params, Provenance& p, std::string& error) {
   const std::string where = "externalParameters";
   dom::element options;
-  if (!text_field(params, "command", where, p.command, error) || !object_field(params, "options", where, options, error) ||
-      !text_field(params, "input", where, p.input_name, error))
+  if (!kFields.text(params, "command", where, p.command, error) ||
+      !kFields.object(params, "options", where, options, error) ||
+      !kFields.text(params, "input", where, p.input_name, error))
     return false;
   dom::object fields;
   if (options.get_object().get(fields) != simdjson::SUCCESS) {
@@ -213,7 +176,7 @@ bool parse_options(dom::element params, Provenance& p, std::string& error) {
 
 bool parse_dependencies(dom::element def, Provenance& p, std::string& error) {
   dom::array deps;
-  if (!array_field(def, "resolvedDependencies", "buildDefinition", deps, error)) return false;
+  if (!kFields.array(def, "resolvedDependencies", "buildDefinition", deps, error)) return false;
   if (deps.size() < 2 || deps.size() > kMaxResources + 2) {
     error = "buildDefinition.resolvedDependencies holds " + std::to_string(deps.size()) + " entries";
     return false;
@@ -296,8 +259,8 @@ bool parse_provenance(std::string_view payload, Provenance& out, std::string& er
     error = "the provenance payload is not a JSON object";
     return false;
   }
-  if (!text_field(root, "_type", "the statement", type, error) ||
-      !text_field(root, "predicateType", "the statement", predicate_type, error))
+  if (!kFields.text(root, "_type", "the statement", type, error) ||
+      !kFields.text(root, "predicateType", "the statement", predicate_type, error))
     return false;
   if (type != kStatementType || predicate_type != kSlsaPredicateType) {
     error = "the statement is \"" + type.substr(0, 200) + "\" with predicate \"" + predicate_type.substr(0, 200) +
@@ -305,21 +268,21 @@ bool parse_provenance(std::string_view payload, Provenance& out, std::string& er
     return false;
   }
   dom::element pred, def, params, run, builder, version;
-  if (!object_field(root, "predicate", "the statement", pred, error) ||
-      !object_field(pred, "buildDefinition", "predicate", def, error) ||
-      !text_field(def, "buildType", "buildDefinition", build_type, error))
+  if (!kFields.object(root, "predicate", "the statement", pred, error) ||
+      !kFields.object(pred, "buildDefinition", "predicate", def, error) ||
+      !kFields.text(def, "buildType", "buildDefinition", build_type, error))
     return false;
   if (build_type != kConversionBuildType) {
     error = "buildDefinition.buildType is \"" + build_type.substr(0, 200) + "\", not " +
             std::string(kConversionBuildType) + " (not a ckptkit conversion)";
     return false;
   }
-  if (!object_field(def, "externalParameters", "buildDefinition", params, error) || !parse_options(params, out, error) ||
+  if (!kFields.object(def, "externalParameters", "buildDefinition", params, error) || !parse_options(params, out, error) ||
       !parse_subject(root, out, error) || !parse_dependencies(def, out, error) ||
-      !object_field(pred, "runDetails", "predicate", run, error) ||
-      !object_field(run, "builder", "runDetails", builder, error) ||
-      !object_field(builder, "version", "runDetails.builder", version, error) ||
-      !text_field(version, "ckptkit", "runDetails.builder.version", out.tool_version, error))
+      !kFields.object(pred, "runDetails", "predicate", run, error) ||
+      !kFields.object(run, "builder", "runDetails", builder, error) ||
+      !kFields.object(builder, "version", "runDetails.builder", version, error) ||
+      !kFields.text(version, "ckptkit", "runDetails.builder.version", out.tool_version, error))
     return false;
   return true;
 }

@@ -11,10 +11,12 @@
 #include <tbb/parallel_for.h>
 
 #include "plan/config_rewrite.h"
+#include "plan/output_index.h"
 #include "plan/plan.h"
 #include "core/checked_math.h"
 #include "formats/json.h"
 #include "formats/model_files.h"
+#include "model/scale_weight.h"
 #include "numerics/fp8.h"
 #include "numerics/int8_shift.h"
 #include "numerics/mxfp4.h"
@@ -453,17 +455,6 @@ class DeepCompare {
     return true;
   }
 
-  // The FP8 weight a scale belongs to (P.weight_scale_inv, P.weight_scale, P.scale -> P.weight or P).
-  static const ModelTensor* weight_of(const LoadedModel& m, const std::string& scale) {
-    for (std::string_view suffix : {".weight_scale_inv", ".weight_scale", ".scale"})
-      if (scale.ends_with(suffix)) {
-        const std::string module = scale.substr(0, scale.size() - suffix.size());
-        if (const ModelTensor* w = m.view.find(module + ".weight")) return w;
-        return m.view.find(module);
-      }
-    return nullptr;
-  }
-
   static bool read_grid(const LoadedModel& m, const ModelTensor& s, std::vector<uint8_t>& bytes, std::vector<float>& f32,
                         std::string& message) {
     bytes.resize(s.nbytes);
@@ -486,8 +477,8 @@ class DeepCompare {
   bool compare_regrid(const Expected& e, const ModelTensor& src, const ModelTensor& dst, std::string& message,
                       uint64_t& offset) {
     const PlannedTensor& pt = *e.planned;
-    const ModelTensor* w_in = weight_of(in_, src.name);
-    const ModelTensor* w_out = weight_of(out_, dst.name);
+    const ModelTensor* w_in = fp8_weight_of_scale(in_.view, src.name);
+    const ModelTensor* w_out = fp8_weight_of_scale(out_.view, dst.name);
     if (!w_in || !w_out || w_in->shape.size() != 2 || w_out->shape != w_in->shape) {
       message = "the FP8 weight of scale " + src.name + " is missing or of another shape in the output";
       return false;
@@ -638,12 +629,12 @@ void compare_model_files(const LoadedModel& in, const ConversionPlan& plan, cons
   for (const auto& x : listing.items())
     if (x.severity == Severity::error) f.add(x);
   // What the conversion writes (convert/convert.cpp planned_files): the copied side files,
-  // the shards, the index (when the input had one or there are several shards: the same
-  // rule as convert's writes_index), config.json and a rewritten params.json.
+  // the shards, the index (by convert's rule, plan/output_index.h), config.json and a
+  // rewritten params.json.
   std::set<std::string> copied(plan.side_files.begin(), plan.side_files.end());
   std::set<std::string> written;
   for (const auto& s : plan.shards) written.insert(s.name);
-  if (in.checkpoint.index.present || plan.shards.size() > 1) written.insert(kIndexName);
+  if (plan_writes_index(in, plan)) written.insert(kIndexName);
   if (in.checkpoint.config) written.insert("config.json");
   if (plan.rewrites_params_json) written.insert("params.json");
   std::set<std::string> present;

@@ -12,6 +12,7 @@
 #include <tbb/parallel_for.h>
 
 #include "model/pairing.h"
+#include "model/scale_weight.h"
 #include "numerics/fp8.h"
 #include "numerics/mxfp4.h"
 #include "numerics/scale_rule.h"
@@ -36,17 +37,6 @@ uint64_t fp8_rows_per_step(uint64_t cols, uint64_t chunk) {
 }
 uint64_t mxfp4_rows_per_step(uint64_t k, uint64_t chunk) {
   return std::max<uint64_t>(1, std::min(2 * chunk, kStepElems) / std::max<uint64_t>(1, k));
-}
-
-// The FP8 weight of a block scale (P.weight_scale_inv, P.weight_scale, P.scale -> P.weight or P).
-const ModelTensor* fp8_weight_of(const LoadedModel& m, const std::string& scale) {
-  for (std::string_view suffix : {".weight_scale_inv", ".weight_scale", ".scale"})
-    if (scale.ends_with(suffix)) {
-      const std::string module = scale.substr(0, scale.size() - suffix.size());
-      if (const ModelTensor* w = m.view.find(module + ".weight")) return w;
-      return m.view.find(module);
-    }
-  return nullptr;
 }
 
 uint64_t fp8_job_memory(const ModelTensor& src, const ModelTensor& scale, uint64_t chunk) {
@@ -241,7 +231,7 @@ class CheckpointVerifier : public Verifier {
             GptOssExpertVerifier::plan(be, o, in, out, pt, *dst, jobs);
             break;
           case TensorAction::regrid_scale: {  // ckpt relayout: OUT's weight on its new grid, on the device
-            const ModelTensor* w = fp8_weight_of(out, dst->name);
+            const ModelTensor* w = fp8_weight_of_scale(out.view, dst->name);
             if (!w || !w->payload_ok) break;  // reported by the reference check
             job(fp8_job_memory(*w, *dst, be.max_chunk_bytes()) + 4 * in.view.tensors[pt.input].nbytes,
                 &CheckpointVerifier::planned_regrid);
@@ -290,8 +280,8 @@ class CheckpointVerifier : public Verifier {
   void planned_regrid(const LoadedModel& in, const LoadedModel& out, const ConversionPlan& plan, const PlannedTensor& pt,
                       const ModelTensor& dst) {
     const ModelTensor& in_scale = in.view.tensors[pt.input];
-    const ModelTensor* in_w = fp8_weight_of(in, in_scale.name);
-    const ModelTensor* out_w = fp8_weight_of(out, dst.name);
+    const ModelTensor* in_w = fp8_weight_of_scale(in.view, in_scale.name);
+    const ModelTensor* out_w = fp8_weight_of_scale(out.view, dst.name);
     const std::string file = out.view.file_of(dst);
     VerifyCheck& c = add_check("fp8_regrid", out_w ? out_w->name : dst.name, "", in_w ? in_w->nbytes : 0,
                                "CPU decode of reference " + path_of(in, in_scale) + " with " + in_scale.name +

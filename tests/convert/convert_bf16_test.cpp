@@ -11,6 +11,7 @@
 #include "convert/convert.h"
 #include "formats/json.h"
 #include "numerics/mxfp4.h"
+#include "file_tree.h"
 #include "test_util.h"
 #include "model/pairing.h"
 #include "validate/validate.h"
@@ -23,6 +24,11 @@ namespace fs = std::filesystem;
 using test::describe;
 using test::tensor_bytes;
 const auto q = test::shell_quote;
+
+// Every regular, non-hidden file under `dir` with its bytes (tests/file_tree.h).
+std::map<std::string, std::vector<uint8_t>> tree(const std::string& dir) {
+  return test::file_tree(dir, test::TreeSkips::hidden);
+}
 
 ConvertReport convert_bf16(const std::string& in, const std::string& out, bool resume = false) {
   ConvertOptions o;
@@ -258,21 +264,6 @@ TEST(ConvertBf16, OverflowingExpertIsAnErrorNamingTheElement) {
   // The scale rule refuses the exponent itself (6 x 2^127 is beyond BF16), naming its block.
   EXPECT_NE(text.find("scale layers.0.ffn.experts.2.w1.scale at row 4, block 1"), std::string::npos) << text;
   EXPECT_NE(text.find("beyond BF16"), std::string::npos) << text;
-}
-
-// Every regular, non-hidden file under `dir` with its bytes.
-std::map<std::string, std::vector<uint8_t>> tree(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> files;
-  if (!fs::exists(dir)) return files;
-  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
-    std::string name = it->path().filename().string();
-    if (name[0] == '.') {
-      if (it->is_directory()) it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file()) files[it->path().lexically_relative(dir).string()] = test::read_file(it->path());
-  }
-  return files;
 }
 
 TEST(ConvertBf16, KilledThenResumedIsByteIdenticalAndResumeRedoesADamagedShard) {

@@ -10,6 +10,7 @@
 
 #include "formats/json.h"
 #include "numerics/fp8.h"
+#include "file_tree.h"
 #include "test_util.h"
 #include "validate/validate.h"
 
@@ -21,6 +22,11 @@ namespace fs = std::filesystem;
 using test::describe;
 using test::tensor_bytes;
 const auto q = test::shell_quote;
+
+// Every regular, non-hidden file under `dir` with its bytes (tests/file_tree.h).
+std::map<std::string, std::vector<uint8_t>> tree(const std::string& dir) {
+  return test::file_tree(dir, test::TreeSkips::hidden);
+}
 
 ConvertReport convert(const std::string& in, const std::string& out) {
   ConvertOptions o;
@@ -214,21 +220,6 @@ TEST(Convert, DryRunOfThe0731SparseCheckpoint) {
   auto quant = json_get(*config, "quantization_config");
   ASSERT_TRUE(quant);
   EXPECT_NE(json_to_string(*quant).find("\"main_proj\""), std::string::npos);
-}
-
-// Every regular, non-hidden file under `dir` with its bytes.
-std::map<std::string, std::vector<uint8_t>> tree(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> files;
-  if (!fs::exists(dir)) return files;
-  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
-    std::string name = it->path().filename().string();
-    if (name[0] == '.') {
-      if (it->is_directory()) it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file()) files[it->path().lexically_relative(dir).string()] = test::read_file(it->path());
-  }
-  return files;
 }
 
 TEST(Convert, KilledAtEveryPointThenResumedIsByteIdentical) {

@@ -11,6 +11,7 @@
 #include "convert/shard_writer.h"
 #include "io/atomic_file.h"
 #include "io/direct_writer.h"
+#include "file_tree.h"
 #include "test_util.h"
 
 namespace ckpt {
@@ -18,19 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 const auto q = test::shell_quote;
-
-// Every regular file under `dir` with its bytes (.ckptkit/ left out: records hold times).
-std::map<std::string, std::vector<uint8_t>> tree(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> files;
-  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
-    if (it->path().filename() == ".ckptkit") {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file()) files[it->path().lexically_relative(dir).string()] = test::read_file(it->path());
-  }
-  return files;
-}
 
 ConvertReport convert(const std::string& in, const std::string& out, bool resume = false,
                       ExpertMode experts = ExpertMode::keep) {
@@ -67,7 +55,7 @@ TEST(ConvertDirect, OutputBytesAreThoseOfABufferedWriteForEveryExpertMode) {
     set_output_io(OutputIo::direct);
     const uint64_t before = direct_write_requests();
     ASSERT_EQ(convert(in, tmp.str("direct" + tag), false, mode).status, ConvertStatus::ok);
-    EXPECT_EQ(tree(tmp.str("direct" + tag)), tree(tmp.str("buffered" + tag))) << "experts mode " << tag;
+    EXPECT_EQ(test::file_tree(tmp.str("direct" + tag)), test::file_tree(tmp.str("buffered" + tag))) << "experts mode " << tag;
     if (takes_o_direct(tmp.str())) {
       EXPECT_GT(direct_write_requests(), before) << "the shards went through O_DIRECT";
     }
@@ -97,7 +85,7 @@ TEST(ConvertDirect, AFailedWriteMidFileLeavesNoCompleteLookingOutputAndResumeFin
   set_direct_write_failure_for_testing(0);
   const ConvertReport resumed = convert(in, tmp.str("out"), true);
   ASSERT_EQ(resumed.status, ConvertStatus::ok) << test::describe(resumed.findings);
-  EXPECT_EQ(tree(tmp.str("out")), tree(tmp.str("clean")));
+  EXPECT_EQ(test::file_tree(tmp.str("out")), test::file_tree(tmp.str("clean")));
 }
 
 TEST(ConvertDirect, OutputBytesAreTheSameThroughTheFallback) {
@@ -109,7 +97,7 @@ TEST(ConvertDirect, OutputBytesAreTheSameThroughTheFallback) {
   const uint64_t buffered_before = buffered_write_requests();
   ASSERT_EQ(convert(in, tmp.str("fallback")).status, ConvertStatus::ok);
   EXPECT_GT(buffered_write_requests(), buffered_before);
-  EXPECT_EQ(tree(tmp.str("fallback")), tree(tmp.str("direct")));
+  EXPECT_EQ(test::file_tree(tmp.str("fallback")), test::file_tree(tmp.str("direct")));
 }
 
 // 128 MiB less the writer's 32 MiB of buffers leaves 8 units of 12 MiB, not 10.
@@ -139,7 +127,7 @@ TEST(ConvertDirect, TheFallbackIsSaidOnceOnStderrAndNotWithQuiet) {
   r = test::run_ckpt("convert --buffered " + q(in) + " " + q(tmp.str("c")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err.find("IO_BUFFERED"), std::string::npos) << r.err;
-  EXPECT_EQ(tree(tmp.str("c")), tree(tmp.str("a")));
+  EXPECT_EQ(test::file_tree(tmp.str("c")), test::file_tree(tmp.str("a")));
 }
 
 TEST(ConvertDirect, RepackExpertsWritesTheSameBytesDirectBufferedAndThroughTheFallback) {
@@ -152,10 +140,10 @@ TEST(ConvertDirect, RepackExpertsWritesTheSameBytesDirectBufferedAndThroughTheFa
   r = test::run_ckpt_env("CKPT_TEST_NO_DIRECT=1", "repack-experts " + q(in) + " " + q(tmp.str("fallback")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("ckpt repack-experts: info IO_BUFFERED"), std::string::npos) << r.err;
-  const auto direct = tree(tmp.str("direct"));
+  const auto direct = test::file_tree(tmp.str("direct"));
   EXPECT_EQ(direct.size(), 3u);
-  EXPECT_EQ(tree(tmp.str("buffered")), direct);
-  EXPECT_EQ(tree(tmp.str("fallback")), direct);
+  EXPECT_EQ(test::file_tree(tmp.str("buffered")), direct);
+  EXPECT_EQ(test::file_tree(tmp.str("fallback")), direct);
 }
 
 TEST(ConvertDirect, AFailedRepackWriteLeavesNoPackAndNoTemporary) {
@@ -196,9 +184,9 @@ TEST(ConvertDirect, SynthTinyWritesTheSameBytesDirectAndBuffered) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = test::run_ckpt("synth deepseek-v4-flash-0731 --tiny -q --buffered " + q(tmp.str("buffered")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto direct = tree(tmp.str("direct"));
+  const auto direct = test::file_tree(tmp.str("direct"));
   EXPECT_GT(direct.size(), 10u);
-  EXPECT_EQ(tree(tmp.str("buffered")), direct);
+  EXPECT_EQ(test::file_tree(tmp.str("buffered")), direct);
   r = test::run_ckpt_env("CKPT_TEST_WRITE_FAIL_AT=5000", "synth deepseek-v4-flash-0731 --tiny -q " + q(tmp.str("failed")));
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("injected at byte 5000"), std::string::npos) << r.err;

@@ -12,6 +12,7 @@
 #include "convert/records.h"
 #include "io/atomic_file.h"
 #include "numerics/fp8.h"
+#include "file_tree.h"
 #include "test_util.h"
 #include "validate/validate.h"
 
@@ -21,19 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using test::describe;
 const auto q = test::shell_quote;
-
-// Every regular file under `dir`, hidden ones too, except the .ckptkit bookkeeping.
-std::map<std::string, std::vector<uint8_t>> tree(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> files;
-  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
-    if (it->path().filename() == ".ckptkit") {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file()) files[it->path().lexically_relative(dir).string()] = test::read_file(it->path());
-  }
-  return files;
-}
 
 std::vector<std::string> temporaries_under(const std::string& dir) {
   std::vector<std::string> temps;
@@ -57,9 +45,9 @@ TEST(Convert, OverwriteRemovesWhatTheNewPlanDoesNotProduce) {
   auto r = test::run_ckpt("convert -q --overwrite " + q(test::fixture("oracle/dsv4-edge")) + " " + q(out));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   ASSERT_EQ(test::run_ckpt("convert -q " + q(test::fixture("oracle/dsv4-edge")) + " " + q(tmp.str("fresh"))).exit_code, 0);
-  auto want = tree(tmp.str("fresh"));
+  auto want = test::file_tree(tmp.str("fresh"));
   want["NOTES.md"] = test::read_file(out + "/NOTES.md");
-  EXPECT_TRUE(tree(out) == want) << "the 7-shard output's files survived the 2-shard --overwrite";
+  EXPECT_TRUE(test::file_tree(out) == want) << "the 7-shard output's files survived the 2-shard --overwrite";
   EXPECT_TRUE(validates(out));
   size_t records = 0;
   for (const auto& e : fs::directory_iterator(out + "/.ckptkit/records")) records += e.path().extension() == ".json";
@@ -103,7 +91,7 @@ TEST(Convert, OverwriteRefusesAnUnconvertedCheckpoint) {
   const std::string orig = tmp.str("orig"), conv = tmp.str("conv");
   test::copy_tree(test::fixture("oracle/dsv4-tiny"), orig);
   ASSERT_EQ(test::run_ckpt("convert -q " + q(orig) + " " + q(conv)).exit_code, 0);
-  const auto before = tree(orig);
+  const auto before = test::file_tree(orig);
   for (const char* flags : {"--overwrite", "--resume", "--partition 0/2", "--finalize", ""}) {
     SCOPED_TRACE(flags);
     auto r = test::run_ckpt("convert -q " + std::string(flags) + " " + q(conv) + " " + q(orig));
@@ -112,7 +100,7 @@ TEST(Convert, OverwriteRefusesAnUnconvertedCheckpoint) {
     EXPECT_NE(r.err.find("holds a checkpoint that ckptkit did not write"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("are IN and OUT swapped?"), std::string::npos) << r.err;
   }
-  EXPECT_TRUE(tree(orig) == before) << "the original checkpoint was changed";
+  EXPECT_TRUE(test::file_tree(orig) == before) << "the original checkpoint was changed";
   EXPECT_FALSE(fs::exists(orig + "/.ckptkit"));
   // A directory with other files (no checkpoint) may still be overwritten.
   fs::create_directories(tmp.str("misc"));
@@ -139,7 +127,7 @@ TEST(Convert, ConcurrentRunIntoTheSameOutIsRefused) {
   EXPECT_EQ(first.finish(), 0) << first.err();
   EXPECT_TRUE(validates(out));
   ASSERT_EQ(test::run_ckpt("convert -q " + q(in) + " " + q(tmp.str("fresh"))).exit_code, 0);
-  EXPECT_TRUE(tree(out) == tree(tmp.str("fresh")));
+  EXPECT_TRUE(test::file_tree(out) == test::file_tree(tmp.str("fresh")));
 }
 
 TEST(Convert, TwoRunsOfOnePartitionAreRefusedButPartitionsRunSideBySide) {
@@ -189,7 +177,7 @@ TEST(Convert, SignalsRemoveTemporariesAndResumeStillWorks) {
   test::TempDir tmp;
   const std::string in = test::fixture("oracle/dsv4-tiny");
   ASSERT_EQ(test::run_ckpt("convert -q " + q(in) + " " + q(tmp.str("clean"))).exit_code, 0);
-  const auto clean = tree(tmp.str("clean"));
+  const auto clean = test::file_tree(tmp.str("clean"));
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
     SCOPED_TRACE(strsignal(sig));
     const std::string out = tmp.str("out" + std::to_string(sig));
@@ -202,7 +190,7 @@ TEST(Convert, SignalsRemoveTemporariesAndResumeStillWorks) {
     EXPECT_TRUE(temporaries_under(out).empty()) << temporaries_under(out)[0];
     auto resumed = test::run_ckpt("convert -q --resume " + q(in) + " " + q(out));
     ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-    EXPECT_TRUE(tree(out) == clean);
+    EXPECT_TRUE(test::file_tree(out) == clean);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "child_process.h"
+#include "file_tree.h"
 #include "test_util.h"
 
 namespace ckpt {
@@ -20,19 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 const auto q = test::shell_quote;
-
-// Every regular file under `dir` except the .ckptkit bookkeeping.
-std::map<std::string, std::vector<uint8_t>> tree(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> files;
-  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
-    if (it->path().filename() == ".ckptkit") {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file()) files[it->path().lexically_relative(dir).string()] = test::read_file(it->path());
-  }
-  return files;
-}
 
 // A FIFO the test holds open for reading (so a writer never blocks): whatever a run writes
 // into it can be read back.
@@ -98,7 +86,7 @@ TEST(ConvertState, ASideFileReplacedAfterThePlanIsNotCopied) {
     fs::rename(in + "/new", in + "/tokenizer.json");
     EXPECT_EQ(run.finish(), 3) << run.err();
     EXPECT_NE(run.err().find("tokenizer.json"), std::string::npos) << run.err();
-    for (const auto& [name, bytes] : tree(out))
+    for (const auto& [name, bytes] : test::file_tree(out))
       EXPECT_NE(std::string(bytes.begin(), bytes.end()), "TOP SECRET\n") << name << " holds the secret";
   }
 }
@@ -113,10 +101,10 @@ TEST(ConvertState, ARunThatCheckedOutBeforeAnotherFinishedIsRefusedUnderTheLock)
   ASSERT_TRUE(second.wait_until_stopped()) << "no stop before the lock: " << second.err();
   auto first = test::run_ckpt("convert -q " + q(in) + " " + q(out));
   ASSERT_EQ(first.exit_code, 0) << first.err;
-  const auto written = tree(out);
+  const auto written = test::file_tree(out);
   EXPECT_EQ(second.finish(), 2) << second.err();
   EXPECT_NE(second.err().find("CONVERT_OUTPUT_NOT_EMPTY"), std::string::npos) << second.err();
-  EXPECT_TRUE(tree(out) == written);
+  EXPECT_TRUE(test::file_tree(out) == written);
 }
 
 // A Mistral-native layout (params.json, consolidated shards): an FP8 weight with its
@@ -154,7 +142,7 @@ TEST(ConvertState, InterruptedOverwriteOfAMistralNativeOutputNeverLooksComplete)
     ASSERT_EQ(r.exit_code, 0) << r.err;
     ASSERT_TRUE(fs::exists(to + "/params.json"));
   }
-  const auto fresh = tree(tmp.str("fresh")), old = tree(tmp.str("old"));
+  const auto fresh = test::file_tree(tmp.str("fresh")), old = test::file_tree(tmp.str("old"));
   int kills = 0;
   for (int k = 1; k < 50; ++k) {
     SCOPED_TRACE("kill point " + std::to_string(k));
@@ -166,7 +154,7 @@ TEST(ConvertState, InterruptedOverwriteOfAMistralNativeOutputNeverLooksComplete)
     ASSERT_EQ(killed.exit_code, 128 + 9) << killed.err;
     ++kills;
     if (fs::exists(out + "/params.json")) {  // withdrawn first, written last: one whole output
-      const auto now = tree(out);
+      const auto now = test::file_tree(out);
       EXPECT_TRUE(now == fresh || now == old) << "an interrupted --overwrite left a complete-looking mix";
     }
   }
@@ -183,14 +171,14 @@ TEST(ConvertState, OverwriteNeverReplacesAFileCkptkitDidNotWrite) {
   ASSERT_EQ(test::run_ckpt("convert -q " + q(in) + " " + q(out)).exit_code, 0);
   test::write_text(in + "/README.md", "the model card\n");
   test::write_text(out + "/README.md", "my notes\n");
-  const auto before = tree(out);
+  const auto before = test::file_tree(out);
   for (const char* flag : {"--overwrite", "--resume"}) {
     SCOPED_TRACE(flag);
     auto r = test::run_ckpt("convert -q " + std::string(flag) + " " + q(in) + " " + q(out));
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("CONVERT_OUTPUT_USER_FILE"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("README.md"), std::string::npos) << r.err;
-    EXPECT_TRUE(tree(out) == before) << "OUT was changed";
+    EXPECT_TRUE(test::file_tree(out) == before) << "OUT was changed";
   }
   // Moved away, the same run proceeds; a later --overwrite replaces what ckptkit wrote.
   fs::remove(out + "/README.md");

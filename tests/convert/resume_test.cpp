@@ -10,6 +10,7 @@
 #include "convert/convert.h"
 #include "convert/records.h"
 #include "formats/json.h"
+#include "file_tree.h"
 #include "test_util.h"
 
 namespace ckpt {
@@ -19,17 +20,9 @@ namespace fs = std::filesystem;
 using test::describe;
 const auto q = test::shell_quote;
 
-// Every regular, non-hidden file under `dir` with its bytes (.ckptkit/ left out).
+// Every regular, non-hidden file under `dir` with its bytes (tests/file_tree.h).
 std::map<std::string, std::vector<uint8_t>> tree(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> files;
-  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
-    if (it->path().filename().string()[0] == '.') {
-      if (it->is_directory()) it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file()) files[it->path().lexically_relative(dir).string()] = test::read_file(it->path());
-  }
-  return files;
+  return test::file_tree(dir, test::TreeSkips::hidden);
 }
 
 ConvertOptions options(const std::string& in, const std::string& out) {

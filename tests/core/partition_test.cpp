@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "file_tree.h"
 #include "test_util.h"
 
 namespace ckpt {
@@ -102,20 +103,6 @@ TEST(Partition, FromSlurmAndKubernetesEnvironments) {
   EXPECT_NE(error.find("SLURM_ARRAY_TASK_ID"), std::string::npos) << error;
 }
 
-// Every regular file under `root`, relative path -> bytes; `.ckptkit/` (the per-shard
-// bookkeeping records, which name the partition that wrote them) left out.
-std::map<std::string, std::vector<uint8_t>> tree(const std::string& root) {
-  std::map<std::string, std::vector<uint8_t>> files;
-  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
-    if (it->path().filename() == ".ckptkit") {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file()) files[fs::relative(it->path(), root).string()] = test::read_file(it->path().string());
-  }
-  return files;
-}
-
 // summary.seconds is wall time: the one field a merged report may differ in.
 std::string without_seconds(std::string json) {
   auto at = json.find("\"seconds\":");
@@ -133,7 +120,7 @@ TEST(Partition, SeparateProcessesThenFinalizeEqualOneProcess) {
   test::TempDir tmp;
   const std::string in = test::fixture("oracle/dsv4-tiny");
   ASSERT_EQ(test::run_ckpt("convert -q " + q(in) + " " + q(tmp.str("single"))).exit_code, 0);
-  auto single = tree(tmp.str("single"));
+  auto single = test::file_tree(tmp.str("single"));
   ASSERT_EQ(single.size(), 7u + 5u);  // shards, index, config, tokenizer, tokenizer_config, generation_config
   auto v = test::run_ckpt("validate -q --deep --json " + q(tmp.str("single.json")) + " " + q(in));
   ASSERT_EQ(v.exit_code, 0) << v.out << v.err;
@@ -159,7 +146,7 @@ TEST(Partition, SeparateProcessesThenFinalizeEqualOneProcess) {
     auto fin = test::run_ckpt("convert --finalize " + q(in) + " " + q(out));
     ASSERT_EQ(fin.exit_code, 0) << fin.out << fin.err;
     EXPECT_NE(fin.out.find("verified 7 shards"), std::string::npos) << fin.out;
-    EXPECT_EQ(tree(out), single) << "the partitioned output differs from the single-process one";
+    EXPECT_EQ(test::file_tree(out), single) << "the partitioned output differs from the single-process one";
     auto merged = test::run_ckpt("validate -q --merge" + parts + " --json " + q(tmp.str("merged.json")));
     ASSERT_EQ(merged.exit_code, 0) << merged.out << merged.err;
     EXPECT_EQ(without_seconds(text_of(tmp.str("merged.json"))), single_report);
@@ -230,7 +217,7 @@ TEST(Partition, FinalizeRefusesMissingPartialAndMismatchedShardsNamingThePartiti
   r = test::run_ckpt("convert --finalize " + q(in) + " " + q(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(test::run_ckpt("convert -q " + q(in) + " " + q(tmp.str("single"))).exit_code, 0);
-  EXPECT_EQ(tree(out), tree(tmp.str("single")));
+  EXPECT_EQ(test::file_tree(out), test::file_tree(tmp.str("single")));
 }
 
 TEST(Partition, FinalizeWithoutRecordsNeedsTheCountToNameAPartition) {
