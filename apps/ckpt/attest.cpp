@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "commands.h"
+#include "core/progress.h"
 #include "convert/convert.h"
 #include "relayout/relayout.h"
 #include "repack/expert_pack.h"
@@ -195,6 +196,21 @@ bool attest_into(const ckpt::oms::ConversionAttestation& a, ckpt::Findings& find
                 "signed " + std::to_string(r.output.resources.size()) + " files, root digest " + r.output.root_digest +
                     "; provenance " + r.provenance_path + " binds the input's root digest " + r.input.root_digest);
   return true;
+}
+
+std::function<bool(ckpt::ConvertReport&)> attest_after_finalize(ckpt::oms::ConversionAttestation att,
+                                                               ckpt::ProgressMode mode) {
+  return [att, mode](ckpt::ConvertReport& r) mutable {
+    att.mode = r.output_mode;
+    ckpt::Progress meter(mode, "sign");  // OUT, then IN, hashed again for the attestation
+    att.progress = [&meter](uint64_t done, uint64_t total) { meter.update(done, total); };
+    bool usage = false;
+    const bool signed_ok = attest_into(att, r.findings, usage);
+    meter.finish();
+    if (signed_ok) return true;
+    r.status = usage ? ckpt::ConvertStatus::usage_error : ckpt::ConvertStatus::io_error;
+    return false;
+  };
 }
 
 namespace {

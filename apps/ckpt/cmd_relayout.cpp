@@ -70,17 +70,7 @@ ckpt::Outcome run_relayout(const RelayoutArgs& a) {
       return usage_error(kRelayout, "--sign-key signs a whole output (not --dry-run or --partition; --finalize signs)");
     o.attestation_files = {std::string(ckpt::oms::kOutputBundleName), std::string(ckpt::oms::kProvenanceName)};
     ckpt::oms::ConversionAttestation att{"relayout", a.input, a.output, recorded, "", a.sign_key};
-    o.after_finalize = [att, mode = a.c.mode()](ckpt::ConvertReport& r) mutable {
-      att.mode = r.output_mode;
-      ckpt::Progress meter(mode, "sign");  // OUT, then IN, hashed again for the attestation
-      att.progress = [&meter](uint64_t done, uint64_t total) { meter.update(done, total); };
-      bool usage = false;
-      const bool signed_ok = attest_into(att, r.findings, usage);
-      meter.finish();
-      if (signed_ok) return true;
-      r.status = usage ? ckpt::ConvertStatus::usage_error : ckpt::ConvertStatus::io_error;
-      return false;
-    };
+    o.after_finalize = attest_after_finalize(att, a.c.mode());
   }
   if (!ckpt::parse_size(a.memory_budget, o.memory_budget))
     return usage_error(kRelayout, "--memory-budget '" + a.memory_budget + "' is not a size (e.g. 1G)");

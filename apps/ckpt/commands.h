@@ -9,10 +9,12 @@
 #include <CLI/CLI.hpp>
 
 #include "core/outcome.h"
+#include "core/progress.h"
 #include "sign/provenance.h"
 
 namespace ckpt {
 struct ConvertOptions;
+struct ConvertReport;
 struct RepackOptions;
 struct RelayoutOptions;
 }  // namespace ckpt
@@ -95,6 +97,10 @@ bool apply_relayout_options(const std::vector<ckpt::oms::ConversionOption>& opti
 // "64x64" (also "64X64", "64,64") -> two positive sizes of at most 2^20 (apps/ckpt/cmd_relayout.cpp).
 bool parse_block_size(const std::string& text, uint64_t& n, uint64_t& k);
 bool attest_into(const ckpt::oms::ConversionAttestation& a, ckpt::Findings& findings, bool& usage);
+// convert's and relayout's --sign-key hook (ConvertOptions::after_finalize): the attestation
+// with its own progress line, OUT's status set when it fails (usage or I/O).
+std::function<bool(ckpt::ConvertReport&)> attest_after_finalize(ckpt::oms::ConversionAttestation att,
+                                                               ckpt::ProgressMode mode);
 bool recompute_conversion(const ckpt::oms::Provenance& p, const std::string& in, const std::string& out,
                           ckpt::Findings& findings, bool& usage);
 

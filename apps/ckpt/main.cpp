@@ -269,17 +269,7 @@ Outcome run_convert(const ConvertArgs& a) {
       return ckptcli::usage_error(kConvert, "--sign-key signs a whole output (not --dry-run or --partition; --finalize signs)");
     o.attestation_files = {std::string(ckpt::oms::kOutputBundleName), std::string(ckpt::oms::kProvenanceName)};
     ckpt::oms::ConversionAttestation att{"convert", a.input, a.output, recorded, a.expect.bundle, a.sign_key};
-    o.after_finalize = [att, mode = a.c.mode()](ckpt::ConvertReport& r) mutable {
-      att.mode = r.output_mode;
-      ckpt::Progress meter(mode, "sign");  // OUT, then IN, hashed again for the attestation
-      att.progress = [&meter](uint64_t done, uint64_t total) { meter.update(done, total); };
-      bool usage = false;
-      const bool signed_ok = ckptcli::attest_into(att, r.findings, usage);
-      meter.finish();
-      if (signed_ok) return true;
-      r.status = usage ? ckpt::ConvertStatus::usage_error : ckpt::ConvertStatus::io_error;
-      return false;
-    };
+    o.after_finalize = ckptcli::attest_after_finalize(att, a.c.mode());
   }
   ckpt::Progress progress(a.c.mode(), "convert");
   o.progress = [&](uint64_t done, uint64_t total) { progress.update(done, total); };
