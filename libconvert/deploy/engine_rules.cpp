@@ -82,9 +82,10 @@ EngineRules parse_rules() {
   if (root["block_sizes"]["engines"].get(sizes) == simdjson::SUCCESS)
     for (auto [engine, e] : sizes) {
       BlockSizes b;
+      const simdjson::dom::element entry = e;  // a lambda may not capture a structured binding (clang 14)
       auto pair = [&](const char* key, uint64_t& n, uint64_t& k) {
         simdjson::dom::array a;
-        if (e[key].get(a) != simdjson::SUCCESS || a.size() != 2) return;
+        if (entry[key].get(a) != simdjson::SUCCESS || a.size() != 2) return;
         int64_t x = 0, y = 0;
         if (a.at(0).get(x) == simdjson::SUCCESS && a.at(1).get(y) == simdjson::SUCCESS && x > 0 && y > 0) {
           n = static_cast<uint64_t>(x);
