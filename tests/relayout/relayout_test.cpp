@@ -404,9 +404,10 @@ TEST_F(Qwen3Moe, ValidateReferencePassesOnARelayoutAndCatchesAChangedScale) {
   const ModelTensor* s = out->view.find("model.layers.0.mlp.experts.1.up_proj.weight_scale_inv");
   ASSERT_NE(s, nullptr);
   const std::string file = tmp.str("out/" + out->view.file_of(*s));
+  const uint64_t at = s->offset;  // `s` points into `out`, released before the file is rewritten
   out.reset();
   auto bytes = test::read_file(file);
-  bytes[s->offset + 4 * 5] ^= 0x01;
+  bytes[at + 4 * 5] ^= 0x01;
   test::write_file(file, bytes);
   const auto bad = validate_reference(ref_out, ref_in);
   EXPECT_TRUE(bad.has_code("REF_CONVERTED_DIFFER")) << describe(bad);
