@@ -82,7 +82,7 @@ bool check_out_contents(const ConvertOptions& o, ConvertReport& r) {
   auto found = checkpoint_files_in(o.output);
   if (!found.empty() && !is_ckptkit_output(o.output)) {
     std::string list;
-    for (const auto& f : found) list += (list.empty() ? "" : ", ") + f;
+    for (const auto& f : found) list += std::string(list.empty() ? "" : ", ") + f;
     std::string swapped = is_ckptkit_output(o.input) ? "; the input " + o.input +
                                                            " is itself a ckptkit output: are IN and OUT swapped?"
                                                      : "";

@@ -396,7 +396,7 @@ bool tensors_from_config(simdjson::dom::element top, const QuantScheme& scheme, 
   if (!arch) {
     std::string known;
     for (const auto& a : architecture_families())
-      for (const auto& t : a.model_types) known += (known.empty() ? "" : ", ") + t;
+      for (const auto& t : a.model_types) known += std::string(known.empty() ? "" : ", ") + t;
     f.error("PREFLIGHT_ARCH_UNKNOWN", "config.json", "", std::nullopt,
             "model_type '" + model_type + "' is not a family whose tensors ckptkit derives from config.json (known: " +
                 known + "); give the checkpoint's headers (the directory with its shards)");

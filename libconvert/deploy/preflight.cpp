@@ -521,8 +521,8 @@ void compare_with_config(const Model& m, PreflightReport& r) {
     if (role == "weight" && h->dtype == "BF16" && converted_shape(d, *h)) continue;
     if (h->shape != d.shape) {
       std::string hs, ds;
-      for (auto v : h->shape) hs += (hs.empty() ? "" : ", ") + std::to_string(v);
-      for (auto v : d.shape) ds += (ds.empty() ? "" : ", ") + std::to_string(v);
+      for (auto v : h->shape) hs += std::string(hs.empty() ? "" : ", ") + std::to_string(v);
+      for (auto v : d.shape) ds += std::string(ds.empty() ? "" : ", ") + std::to_string(v);
       problems.push_back(d.name + " is [" + hs + "] in the headers, [" + ds + "] from config.json");
     } else if (role == "weight" && h->dtype != d.dtype) {
       problems.push_back(d.name + " is " + h->dtype + " in the headers, " + d.dtype + " from config.json");
@@ -586,7 +586,7 @@ std::string working_text(const std::vector<PreflightDegree>& w, uint32_t near_tp
   std::string out;
   for (const auto& g : w) {
     if (g.tp > 2 * near_tp && g.tp > 8) continue;
-    out += (out.empty() ? "" : ", ") + degree_name(g);
+    out += std::string(out.empty() ? "" : ", ") + degree_name(g);
   }
   return out.empty() ? "none up to tp 64" : out;
 }
@@ -608,7 +608,7 @@ std::string engines_text(const Problem& p, const std::vector<std::string>& engin
       auto it = rule->sources.find(e);
       if (it != rule->sources.end()) src = " (" + it->second + ")";
     }
-    out += (out.empty() ? "" : "; ") + e + src;
+    out += std::string(out.empty() ? "" : "; ") + e + src;
   }
   return out;
 }
@@ -618,7 +618,7 @@ void report_block_problems(const Model& m, const Analysis& a, PreflightReport& r
   // One finding per module class and division, every affected layer named.
   for (const auto& [p, layers] : a.problems) {
     std::string names;
-    for (const auto& n : a.problem_names.at(p)) names += (names.empty() ? "" : "/") + n;
+    for (const auto& n : a.problem_names.at(p)) names += std::string(names.empty() ? "" : "/") + n;
     const std::string where = p.cls + " " + names + " in layers " + layer_ranges(layers) + " (" +
                               std::to_string(a.problem_tensors.at(p)) + " tensors): " + division_text(m, d, p);
     const std::string refused = engines_text(p, r.engines, BlockBehaviour::refuse);
@@ -701,9 +701,9 @@ void check_kernels(const std::vector<Weight>& weights, const Model& m, Preflight
       const std::string src = si == k->sources.end() ? "" : si->second;
       r.kernels.push_back({format, e, arch, kernel_support_name(entry.support), entry.via, src});
       if (entry.support == KernelSupport::refused)
-        refused += (refused.empty() ? "" : "; ") + e + " (" + src + ")";
+        refused += std::string(refused.empty() ? "" : "; ") + e + " (" + src + ")";
       else
-        others += (others.empty() ? "" : "; ") + e + ": " + kernel_support_name(entry.support) +
+        others += std::string(others.empty() ? "" : "; ") + e + ": " + kernel_support_name(entry.support) +
                   (entry.via.empty() ? "" : " via " + entry.via);
     }
     if (!refused.empty())
@@ -724,11 +724,11 @@ void check_expert_parallel(uint64_t experts, PreflightReport& r) {
   for (const auto& e : r.engines) {
     const std::string src = rule && rule->sources.count(e) ? " (" + rule->sources.at(e) + ")" : "";
     std::string& list = rule_behaviour("expert_count", e) == BlockBehaviour::refuse ? refused : uneven;
-    list += (list.empty() ? "" : "; ") + e + src;
+    list += std::string(list.empty() ? "" : "; ") + e + src;
   }
   std::string eps;
   for (uint32_t d : {2u, 4u, 8u, 16u, 32u, 64u})
-    if (experts % d == 0) eps += (eps.empty() ? "" : ", ") + ("--ep " + std::to_string(d));
+    if (experts % d == 0) eps += std::string(eps.empty() ? "" : ", ") + ("--ep " + std::to_string(d));
   const std::string text = "routed experts " + std::to_string(experts) + " / ep " + std::to_string(ep) + " = " +
                            std::to_string(experts / ep) + " remainder " + std::to_string(experts % ep) +
                            ": not the same experts on every rank";
@@ -753,7 +753,7 @@ void check_expert_parallel(uint64_t experts, PreflightReport& r) {
 void report_excluded(const Model& m, const Analysis& a, PreflightReport& r) {
   for (const auto& [p, layers] : a.excluded) {
     std::string names;
-    for (const auto& n : a.excluded_names.at(p)) names += (names.empty() ? "" : "/") + n;
+    for (const auto& n : a.excluded_names.at(p)) names += std::string(names.empty() ? "" : "/") + n;
     r.findings.warning("PREFLIGHT_EXCLUDED_BELOW_BLOCK", kNoFile, p.name, std::nullopt,
                        p.cls + " " + names + " in layers " + layer_ranges(layers) +
                            ": unquantized by quantization_config's exclusion list, so it loads; quantized it would "
@@ -779,7 +779,7 @@ void report_mx_groups(const Model& m, const Analysis& a, const std::vector<Weigh
       if (w.format == "mxfp4" && text.rfind(w.rule->cls + " (", 0) == 0) cols = partition_of(m, w, {1, 1, 1}).cols;
     std::string tps;
     for (uint32_t tp : {1u, 2u, 4u, 8u, 16u, 32u, 64u})
-      if (cols && !mx_group_broken(cols, tp)) tps += (tps.empty() ? "" : ", ") + ("--tp " + std::to_string(tp));
+      if (cols && !mx_group_broken(cols, tp)) tps += std::string(tps.empty() ? "" : ", ") + ("--tp " + std::to_string(tp));
     r.findings.error("PREFLIGHT_MX_GROUP", kNoFile, "", std::nullopt,
                      text + " in layers " + layer_ranges(layers) + ": a rank's slice breaks a " + std::to_string(g) +
                          "-column group, whose one E8M0 scale the other rank does not hold. Fix: " +
@@ -807,7 +807,7 @@ void report_mx_groups(const Model& m, const Analysis& a, const std::vector<Weigh
       if (it == engine_rules().mx_padding.end()) continue;
       std::string pads;
       for (const auto& [backend, multiple] : it->second.multiples)
-        pads += (pads.empty() ? "" : ", ") + backend + " " + std::to_string(ceil_div(per, multiple) * multiple);
+        pads += std::string(pads.empty() ? "" : ", ") + backend + " " + std::to_string(ceil_div(per, multiple) * multiple);
       r.findings.info("PREFLIGHT_MXFP4_PADDING", kNoFile, last_component(w.module), std::nullopt,
                       w.rule->cls + ": " + how + e + " pads each rank's expert intermediate size " +
                           std::to_string(per) + " by kernel backend to " + pads + " (" + it->second.source.text() + ")");
@@ -1012,7 +1012,7 @@ bool check_usage(PreflightReport& r) {
     if (!rules.knows_engine(e)) return usage("unknown engine '" + e + "' (known: vllm, sglang, transformers)");
   if (!r.options.gpu.empty() && !rules.knows_architecture(r.options.gpu)) {
     std::string known;
-    for (const auto& a : rules.architectures) known += (known.empty() ? "" : ", ") + a;
+    for (const auto& a : rules.architectures) known += std::string(known.empty() ? "" : ", ") + a;
     return usage("unknown GPU architecture '" + r.options.gpu + "' (known: " + known + ")");
   }
   return true;

@@ -49,7 +49,7 @@ struct Unit {
 
 std::string sizes_text(const std::set<uint64_t>& s) {
   std::string out;
-  for (auto v : s) out += (out.empty() ? "" : "/") + std::to_string(v);
+  for (auto v : s) out += std::string(out.empty() ? "" : "/") + std::to_string(v);
   return out;
 }
 
@@ -156,10 +156,10 @@ void add_notes(const PreflightReport& r, const std::map<std::string, Unit>& unit
   if (p.block_k != p.old_k) {
     std::string by;
     for (const auto& [name, u] : units)
-      if (!promoted.count(name) && !u.cols.empty()) by += (by.empty() ? "" : ", ") + name + " (" + sizes_text(u.cols) + " columns a rank)";
+      if (!promoted.count(name) && !u.cols.empty()) by += std::string(by.empty() ? "" : ", ") + name + " (" + sizes_text(u.cols) + " columns a rank)";
     std::string why = by.empty() ? "" : "block_n alone cannot fix " + by;
     if (p.block_k == p.block_n && p.block_n != p.old_n)
-      for (const auto& s : square_engines(r)) why += (why.empty() ? "" : "; ") + s;
+      for (const auto& s : square_engines(r)) why += std::string(why.empty() ? "" : "; ") + s;
     p.notes.push_back("block_k changes from " + std::to_string(p.old_k) + " to " + std::to_string(p.block_k) +
                       ": the engine quantizes activations in per-token groups of block_k, so those groups change "
                       "too" + (why.empty() ? "" : "; " + why));
@@ -249,9 +249,11 @@ RelayoutPlan plan_relayout(const PreflightReport& r, const RelayoutRequest& q) {
       c.why = f != promoted.end() ? f->second : forced_why[w.unit];
     } else {
       const Unit& u = units[w.unit];
-      c.why = "per-rank " + (u.rows.empty() ? "" : "rows " + sizes_text(u.rows)) +
-              (u.rows.empty() || u.cols.empty() ? "" : ", ") + (u.cols.empty() ? "" : "columns " + sizes_text(u.cols)) +
-              ": block " + block_text(p.block_n, p.block_k);
+      c.why = "per-rank ";
+      if (!u.rows.empty()) c.why += "rows " + sizes_text(u.rows);
+      if (!u.rows.empty() && !u.cols.empty()) c.why += ", ";
+      if (!u.cols.empty()) c.why += "columns " + sizes_text(u.cols);
+      c.why += ": block " + block_text(p.block_n, p.block_k);
     }
   }
   if (kept == 0) {
@@ -278,9 +280,9 @@ std::string relayout_summary(const RelayoutPlan& p) {
           (p.block_k != p.old_k ? " (block_k changes: the engine's activation groups change too)" : "");
   std::string bf16;
   for (const auto& c : p.choices)
-    if (c.action == RelayoutAction::bf16) bf16 += (bf16.empty() ? "" : ", ") + c.unit + " (" + c.names + ")";
+    if (c.action == RelayoutAction::bf16) bf16 += std::string(bf16.empty() ? "" : ", ") + c.unit + " (" + c.names + ")";
   if (!bf16.empty())
-    out += (out.empty() ? "" : "; ") + std::string("BF16 for ") + bf16 + ", +" + std::to_string(p.bf16_bytes) + " bytes";
+    out += std::string(out.empty() ? "" : "; ") + std::string("BF16 for ") + bf16 + ", +" + std::to_string(p.bf16_bytes) + " bytes";
   return out;
 }
 

@@ -18,7 +18,7 @@ std::string deployment_text(const Deployment& d) {
 
 std::string engines_list(const PreflightReport& r) {
   std::string s;
-  for (const auto& e : r.engines) s += (s.empty() ? "" : ", ") + e;
+  for (const auto& e : r.engines) s += std::string(s.empty() ? "" : ", ") + e;
   return s;
 }
 

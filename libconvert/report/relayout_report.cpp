@@ -12,7 +12,11 @@ namespace {
 
 std::string block_text(uint64_t n, uint64_t k) { return std::to_string(n) + "x" + std::to_string(k); }
 
-std::string signed_bytes(int64_t b) { return (b >= 0 ? "+" : "") + std::to_string(b) + " bytes"; }
+std::string signed_bytes(int64_t b) {
+  std::string text = b >= 0 ? "+" : "";  // appended, not "+" + to_string(): GCC 12's -Wrestrict false positive at -O3
+  text += std::to_string(b);
+  return text + " bytes";
+}
 
 }  // namespace
 

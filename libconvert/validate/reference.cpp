@@ -113,7 +113,7 @@ void compare_relayout_config(const LoadedModel& out, const ConversionPlan& plan,
                 std::to_string(plan.pairing.block_cols) + "]");
   auto q = json_get(root, "quantization_config");
   auto block = q ? json_get(*q, "weight_block_size") : std::nullopt;
-  const std::string want = "[" + std::to_string(rec.block_n) + "," + std::to_string(rec.block_k) + "]";
+  const std::string want = std::string("[") + std::to_string(rec.block_n) + "," + std::to_string(rec.block_k) + "]";
   if (!block || json_to_string(*block) != want)
     f.error("REF_CONFIG", "config.json", "", std::nullopt,
             "quantization_config.weight_block_size is " + (block ? json_to_string(*block) : std::string("missing")) +

@@ -334,7 +334,7 @@ TEST(PreflightHybrid, AQwen3_5CheckpointWithItsVisionTowerAgreesWithItsConfigAlo
   uint64_t offset = 0;
   for (const auto& t : tensors) {
     std::string shape;
-    for (auto s : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(s);
+    for (auto s : t.shape) shape += std::string(shape.empty() ? "" : ",") + std::to_string(s);
     header += std::string(offset ? "," : "") + "\"" + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[" + shape +
               "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + t.nbytes) + "]}";
     offset += t.nbytes;

@@ -91,7 +91,7 @@ void write_checkpoint(const std::string& dir, const std::string& config, uint32_
       }
     }
     std::string shape;
-    for (auto v : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(v);
+    for (auto v : t.shape) shape += std::string(shape.empty() ? "" : ",") + std::to_string(v);
     const uint64_t at = payloads[s].size();
     headers[s] += (headers[s].size() > 1 ? "," : "") + json_quote(t.name) + ":{\"dtype\":\"" + t.dtype + "\",\"shape\":[" +
                   shape + "],\"data_offsets\":[" + std::to_string(at) + "," + std::to_string(at + t.nbytes) + "]}";
