@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "../cli_common.h"
 #include "commands.h"
 #include "core/progress.h"
 #include "convert/convert.h"
@@ -177,7 +178,7 @@ bool apply_relayout_options(const std::vector<ConversionOption>& options, ckpt::
     return false;
   }
   if (!block.empty() && !parse_block_size(block, o.request.block_n, o.request.block_k)) {
-    error = "--block '" + block + "' is not ROWSxCOLS (e.g. 64x128)";
+    error = "--block '" + block + "' is not ROWSxCOLS (e.g. 64x64)";
     return false;
   }
   return true;
@@ -196,6 +197,15 @@ bool attest_into(const ckpt::oms::ConversionAttestation& a, ckpt::Findings& find
                 "signed " + std::to_string(r.output.resources.size()) + " files, root digest " + r.output.root_digest +
                     "; provenance " + r.provenance_path + " binds the input's root digest " + r.input.root_digest);
   return true;
+}
+
+ckpt::Outcome check_sign_key(std::string_view prog_sub, const std::string& key) {
+  if (key.empty()) return ckpt::Outcome::ok;
+  ckpt::Findings findings;
+  bool usage = false;
+  if (ckpt::oms::signing_key_usable(key, findings, usage)) return ckpt::Outcome::ok;
+  print_findings(prog_sub, findings, ckpt::Severity::error);
+  return usage ? ckpt::Outcome::usage : findings.has_io_errors() ? ckpt::Outcome::io : ckpt::Outcome::usage;
 }
 
 std::function<bool(ckpt::ConvertReport&)> attest_after_finalize(ckpt::oms::ConversionAttestation att,

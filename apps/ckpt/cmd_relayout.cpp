@@ -57,6 +57,7 @@ ckpt::Outcome run_relayout(const RelayoutArgs& a) {
   o.dry_run = a.dry_run;
   o.resume = a.resume;
   o.overwrite = a.overwrite;
+  if (a.tp == 0 || a.ep == 0) return usage_error(kRelayout, "--tp and --ep are 1 or more");
   for (const auto& pattern : a.bf16)
     if (pattern.find('\n') != std::string::npos) return usage_error(kRelayout, "a --bf16 pattern holds a newline");
   // The options that determine OUT, applied through the mapping a provenance records them by.
@@ -65,6 +66,7 @@ ckpt::Outcome run_relayout(const RelayoutArgs& a) {
   if (!resolve_scale_out(kRelayout, "writes", a.partition, a.partitions, a.finalize, o.partition, o.partitions))
     return ckpt::Outcome::usage;
   o.finalize = a.finalize;
+  if (auto o = check_sign_key(kRelayout, a.sign_key); o != ckpt::Outcome::ok) return o;
   if (!a.sign_key.empty()) {
     if (a.dry_run || !a.partition.empty())
       return usage_error(kRelayout, "--sign-key signs a whole output (not --dry-run or --partition; --finalize signs)");

@@ -56,6 +56,7 @@ ckpt::Outcome run_repack(const RepackArgs& a) {
   // The options that determine OUT_DIR, applied through the mapping a provenance records them by.
   const auto recorded = repack_options_recorded(a.align, a.a_log, a.tree_chunk);
   if (std::string error; !apply_repack_options(recorded, o, error)) return usage_error(kRepack, error);
+  if (auto o = check_sign_key(kRepack, a.sign_key); o != ckpt::Outcome::ok) return o;
   if (!a.sign_key.empty()) {
     ckpt::oms::ConversionAttestation att{"repack-experts", a.input, a.out_dir, recorded, "", a.sign_key};
     o.after_finish = [att, mode = a.c.mode()](ckpt::RepackReport& r) mutable {

@@ -97,6 +97,9 @@ bool apply_relayout_options(const std::vector<ckpt::oms::ConversionOption>& opti
 // "64x64" (also "64X64", "64,64") -> two positive sizes of at most 2^20 (apps/ckpt/cmd_relayout.cpp).
 bool parse_block_size(const std::string& text, uint64_t& n, uint64_t& k);
 bool attest_into(const ckpt::oms::ConversionAttestation& a, ckpt::Findings& findings, bool& usage);
+// --sign-key checked before anything is read or written (a key that cannot sign would
+// otherwise be found after the whole conversion): ok, or the findings printed and usage / io.
+ckpt::Outcome check_sign_key(std::string_view prog_sub, const std::string& key);
 // convert's and relayout's --sign-key hook (ConvertOptions::after_finalize): the attestation
 // with its own progress line, OUT's status set when it fails (usage or I/O).
 std::function<bool(ckpt::ConvertReport&)> attest_after_finalize(ckpt::oms::ConversionAttestation att,

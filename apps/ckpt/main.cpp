@@ -264,6 +264,7 @@ Outcome run_convert(const ConvertArgs& a) {
       return all;
     };
   }
+  if (auto o = ckptcli::check_sign_key(kConvert, a.sign_key); o != ckpt::Outcome::ok) return o;
   if (!a.sign_key.empty()) {
     if (a.dry_run || !a.partition.empty())
       return ckptcli::usage_error(kConvert, "--sign-key signs a whole output (not --dry-run or --partition; --finalize signs)");

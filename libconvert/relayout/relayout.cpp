@@ -34,7 +34,8 @@ bool preflight_allows(const RelayoutOptions& o, RelayoutReport& r) {
     refuse(r, "RELAYOUT_USAGE", o.input, "the deployment asked for is not one an engine runs (above); nothing planned");
   else
     refuse(r, "RELAYOUT_INPUT", o.input,
-           "relayout fixes block divisibility only; the findings above stop the checkpoint at this deployment either way");
+           "relayout rewrites block-FP8 scales (and promotes modules) only: it cannot mend the errors above, so "
+           "nothing is written");
   return ok;
 }
 

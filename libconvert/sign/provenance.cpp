@@ -350,16 +350,21 @@ bool sign_output(const ConversionAttestation& a, const ProgressFn& meter, Attest
   return true;
 }
 
+// The signing key at `path`, loaded (IO_* or KEY_UNUSABLE, with `usage`, when it cannot be).
+bool load_signing_key(const std::string& path, EcKey& key, Findings& f, bool& usage) {
+  std::string pem, why;
+  if (!read_small_file(path, kMaxPemBytes, pem, f)) return false;
+  if (key.load_private_pem(pem, why)) return true;
+  usage = true;
+  f.error("KEY_UNUSABLE", path, "", std::nullopt, "the private key cannot be used: " + why);
+  return false;
+}
+
 // The provenance's envelope: the statement signed over the PAE, in a Sigstore bundle.
 bool sign_provenance(const ConversionAttestation& a, const Provenance& p, AttestationResult& r, std::string& text) {
-  std::string pem, why, sig;
+  std::string why, sig;
   EcKey key;
-  if (!read_small_file(a.private_key, kMaxPemBytes, pem, r.findings)) return false;
-  if (!key.load_private_pem(pem, why)) {
-    r.usage = true;
-    r.findings.error("KEY_UNUSABLE", a.private_key, "", std::nullopt, "the private key cannot be used: " + why);
-    return false;
-  }
+  if (!load_signing_key(a.private_key, key, r.findings, r.usage)) return false;
   Bundle b;
   b.material = Material::public_key;
   b.key_hint = key.hint();
@@ -396,6 +401,12 @@ bool write_both(const ConversionAttestation& a, const std::string& bundle_text, 
 }
 
 }  // namespace
+
+bool signing_key_usable(const std::string& path, Findings& findings, bool& usage) {
+  EcKey key;
+  usage = false;
+  return load_signing_key(path, key, findings, usage);
+}
 
 AttestationResult attest_conversion(const ConversionAttestation& a) {
   AttestationResult r;

@@ -76,6 +76,10 @@ struct AttestationResult {
 // fsync, rename, fsync of OUT). Call it under OUT's lock after OUT's last file is written:
 // a failure leaves OUT without them (findings say why). Hashes IN and OUT on all cores.
 AttestationResult attest_conversion(const ConversionAttestation& a);
+// Whether the private key at `path` can sign (read, parsed, an EC key the signer takes):
+// checked before a conversion starts, so a bad --sign-key costs nothing (findings: IO_* or
+// KEY_UNUSABLE with `usage`).
+bool signing_key_usable(const std::string& path, Findings& findings, bool& usage);
 
 // A provenance statement's content (the verified payload of OUT/model.provenance).
 struct Provenance {

@@ -1,6 +1,8 @@
 // Conversion attestations (sign/provenance.h): `convert --sign-key` and `repack-experts
 // --sign-key` write OUT/model.sig (an ordinary OMS bundle) and OUT/model.provenance (a
 // signed SLSA provenance); `verify-signature --provenance --reference [--recompute]`.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -194,6 +196,31 @@ TEST(OmsProvenance, ASignedRelayoutVerifiesRecomputesAndFindsOtherRecordedOption
   r = test::run_ckpt(verify);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("PROVENANCE_INPUT_MISMATCH model-00001-of-00003.safetensors"), std::string::npos) << r.err;
+}
+
+// A key that cannot sign (a public key, a FIFO) is found before anything is read or written:
+// it was found after the whole conversion ("OUT is complete but not signed").
+TEST(OmsProvenance, ASignKeyThatCannotSignIsRefusedBeforeTheConversionStarts) {
+  test::TempDir tmp;
+  const std::string fifo = tmp.str("key.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  struct Case {
+    std::string command, key;
+    int exit_code;
+    std::string code;
+  };
+  const std::string dsv4 = q(test::fixture("oracle/dsv4-tiny")), qwen = q(test::fixture("families/qwen3moe-fp8/in"));
+  for (const Case& c : {Case{"convert -q " + dsv4, keys("p384/signing-key-pub.pem"), 2, "KEY_UNUSABLE"},
+                        Case{"relayout -q --tp 2 " + qwen, keys("p384/signing-key-pub.pem"), 2, "KEY_UNUSABLE"},
+                        Case{"relayout -q --tp 2 " + qwen, fifo, 3, "IO_READ"},
+                        Case{"repack-experts -q " + q(test::fixture("ggml/qwen3next-tiny.gguf")), tmp.str("none.pem"), 3, "IO_"}}) {
+    const std::string out = tmp.str("out");
+    const test::RunResult r = test::run_ckpt(c.command + " --sign-key " + q(c.key) + " " + q(out));
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.command << ": " << r.err;
+    EXPECT_NE(r.err.find(c.code), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("OUT is complete but not signed"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out)) << c.command << ": OUT was written before the key was checked";
+  }
 }
 
 TEST(OmsProvenance, SignAndVerifySignatureWriteAJsonReport) {
