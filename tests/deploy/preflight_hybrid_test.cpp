@@ -13,6 +13,7 @@
 #include "report/preflight_report.h"
 #include "formats/json.h"
 #include "model/quant_scheme.h"
+#include "deploy/config_checkpoint.h"
 #include "test_util.h"
 
 namespace ckpt {
@@ -318,29 +319,12 @@ TEST(PreflightHybrid, AQwen3_5CheckpointWithItsVisionTowerAgreesWithItsConfigAlo
   const std::string full = tmp.str("full"), cfg = tmp.str("cfg");
   std::filesystem::create_directories(full);
   std::filesystem::create_directories(cfg);
-  test::write_text(full + "/config.json", kTinyQwen3_5);
   test::write_text(cfg + "/config.json", kTinyQwen3_5);
-  JsonDoc doc;
-  std::string error;
-  ASSERT_TRUE(doc.parse(kTinyQwen3_5, error)) << error;
-  QuantScheme scheme;
-  ASSERT_TRUE(detect_quant_scheme(&doc, scheme, error)) << error;
-  std::vector<DeployTensor> tensors;
-  Findings f;
-  ASSERT_TRUE(tensors_from_config(doc.root(), scheme, f, tensors)) << describe(f);
+  std::vector<DeployTensor> tensors = test::tensors_of_config(kTinyQwen3_5);
+  ASSERT_FALSE(tensors.empty());
   tensors.push_back({"model.visual.blocks.0.attn.qkv.weight", "BF16", {48, 16}, 48 * 16 * 2});
   tensors.push_back({"mtp.fc.weight", "BF16", {256, 512}, 256 * 512 * 2});
-  std::string header = "{";
-  uint64_t offset = 0;
-  for (const auto& t : tensors) {
-    std::string shape;
-    for (auto s : t.shape) shape += std::string(shape.empty() ? "" : ",") + std::to_string(s);
-    header += std::string(offset ? "," : "") + "\"" + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[" + shape +
-              "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + t.nbytes) + "]}";
-    offset += t.nbytes;
-  }
-  header += "}";
-  test::write_file(full + "/model.safetensors", test::make_safetensors(header, std::vector<uint8_t>(offset, 0)));
+  test::write_zero_checkpoint(full, kTinyQwen3_5, tensors);
   {
     // A hostile layer count in config.json beside these headers: a finding, and nothing is
     // allocated per layer for the KV cache.

@@ -12,6 +12,7 @@
 #include "deploy/preflight.h"
 #include "formats/json.h"
 #include "model/quant_scheme.h"
+#include "deploy/config_checkpoint.h"
 #include "test_util.h"
 
 namespace ckpt {
@@ -149,28 +150,7 @@ TEST(Preflight, AMissingCheckpointIsAnIoError) {
 // A directory with the checkpoint's config and one shard holding every tensor the config
 // implies (zero bytes): the headers path, with a model the test chooses.
 void write_checkpoint(const std::string& dir, const std::string& config) {
-  std::filesystem::create_directories(dir);
-  test::write_text(dir + "/config.json", config);
-  JsonDoc doc;
-  std::string error;
-  ASSERT_TRUE(doc.parse(config, error)) << error;
-  QuantScheme scheme;
-  ASSERT_TRUE(detect_quant_scheme(&doc, scheme, error)) << error;
-  std::vector<DeployTensor> tensors;
-  Findings f;
-  ASSERT_TRUE(tensors_from_config(doc.root(), scheme, f, tensors)) << describe(f);
-  std::string header = "{";
-  uint64_t offset = 0;
-  for (const auto& t : tensors) {
-    std::string shape;
-    for (auto s : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(s);
-    header += (offset || header.size() > 1 ? "," : "") + json_quote(t.name) + ":{\"dtype\":\"" + t.dtype +
-              "\",\"shape\":[" + shape + "],\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + t.nbytes) + "]}";
-    offset += t.nbytes;
-  }
-  header += "}";
-  test::write_file(dir + "/model.safetensors", test::make_safetensors(header, std::vector<uint8_t>(offset, 0)));
+  test::write_zero_checkpoint(dir, config, test::tensors_of_config(config));
 }
 
 // A Qwen3 dense model whose K and V (one KV head of 32 rows) are narrower than the 128-row

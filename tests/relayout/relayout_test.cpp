@@ -18,6 +18,7 @@
 #include "formats/json.h"
 #include "model/quant_scheme.h"
 #include "relayout/relayout.h"
+#include "deploy/config_checkpoint.h"
 #include "test_util.h"
 #include "validate/validate.h"
 
@@ -51,14 +52,8 @@ void write_checkpoint(const std::string& dir, const std::string& config, uint32_
   fs::create_directories(dir);
   test::write_text(dir + "/config.json", config);
   test::write_text(dir + "/generation_config.json", "{\"do_sample\": false}\n");
-  JsonDoc doc;
-  std::string error;
-  ASSERT_TRUE(doc.parse(config, error)) << error;
-  QuantScheme scheme;
-  ASSERT_TRUE(detect_quant_scheme(&doc, scheme, error)) << error;
-  std::vector<DeployTensor> tensors;
-  Findings f;
-  ASSERT_TRUE(tensors_from_config(doc.root(), scheme, f, tensors)) << describe(f);
+  const std::vector<DeployTensor> tensors = test::tensors_of_config(config);
+  ASSERT_FALSE(tensors.empty());
   std::mt19937 rng(seed);
   std::string headers[2] = {"{", "{"};
   std::vector<uint8_t> payloads[2];
