@@ -914,8 +914,17 @@ void check_memory(PreflightReport& r) {
               ", before activations and the engine's reserve";
     else if (!r.kv.how.empty())
       cache = " (KV cache " + r.kv.how + ")";
-    r.findings.info("PREFLIGHT_MEMORY_FITS", kNoFile, "", std::nullopt,
-                    head + ": fits, " + gib(budget - in.rank_bytes) + " left for the KV cache and activations" + cache);
+    // An engine refuses to start when one sequence of its max_model_len does not fit in the
+    // KV cache (vLLM: "larger than the maximum number of tokens that can be stored in KV cache").
+    if (r.options.max_model_len && r.kv.modelled && r.kv.bytes_per_token && r.kv.sequences == 0)
+      r.findings.error("PREFLIGHT_MEMORY", kNoFile, "", std::nullopt,
+                       head + ": the weights fit, but the " + gib(budget - in.rank_bytes) + " left hold " +
+                           std::to_string(r.kv.tokens) + " tokens of KV cache, less than one sequence of --max-model-len " +
+                           std::to_string(r.options.max_model_len) + cache +
+                           ". Fix: a smaller --max-model-len, --kv-cache-dtype fp8, or more ranks");
+    else
+      r.findings.info("PREFLIGHT_MEMORY_FITS", kNoFile, "", std::nullopt,
+                      head + ": fits, " + gib(budget - in.rank_bytes) + " left for the KV cache and activations" + cache);
   }
 }
 

@@ -276,6 +276,21 @@ TEST(PreflightKvCache, WhatTheWeightsLeaveIsReportedAsTokensOfKvCacheFromTheConf
   EXPECT_NE(json.find("\"bytes_per_token\":48128"), std::string::npos) << json.substr(json.find("kv_cache"), 300);
 }
 
+// Weights that fit but leave less KV cache than one sequence of --max-model-len: engines
+// refuse to start (vLLM's KV-cache memory check), so it blocks; a length that fits loads.
+TEST(PreflightKvCache, LessKvCacheThanOneSequenceOfMaxModelLenIsBlocking) {
+  const std::string path = test::fixture("preflight/qwen3-235b-a22b-fp8");
+  auto fits = with_memory(path, 4, "auto", 32768);
+  EXPECT_TRUE(fits.loads()) << describe(fits.findings);
+  EXPECT_GT(fits.kv.sequences, 0u);
+  auto too_long = with_memory(path, 4, "auto", fits.kv.tokens + 1);
+  EXPECT_FALSE(too_long.loads());
+  EXPECT_NE(messages(too_long, "PREFLIGHT_MEMORY").find("less than one sequence of --max-model-len"), std::string::npos)
+      << describe(too_long.findings);
+  auto absurd = with_memory(path, 4, "auto", UINT64_MAX);
+  EXPECT_FALSE(absurd.loads());
+}
+
 TEST(PreflightKvCache, MlaCachesTheLatentAndRopeDimensionsUnsplitByTp) {
   for (uint32_t tp : {16u, 32u}) {
     auto r = with_memory(test::fixture("preflight/deepseek-r1-bf16"), tp);
