@@ -230,7 +230,7 @@ bool parse_hub_list(std::string_view text, const std::string& label, std::vector
   return false;
 }
 
-void check_hub_list(const std::string& list, const std::string& model_path, ValidationReport& report) {
+void check_hub_list(const std::string& list, const std::string& model_path, bool every_shard, ValidationReport& report) {
   std::string text;
   std::vector<HubListEntry> entries;
   if (!read_list(list, text, report.findings) || !parse_hub_list(text, list, entries, report.findings)) return;
@@ -240,8 +240,11 @@ void check_hub_list(const std::string& list, const std::string& model_path, Vali
     auto it = by_name.find(file.name);
     if (it == by_name.end()) {
       file.hub_status = "extra";
-      report.findings.warning("HUB_FILE_NOT_LISTED", file.name, "", std::nullopt,
-                              file.name + " is not in the hash list " + list);
+      const std::string why = file.name + " is not in the hash list " + list;
+      if (every_shard)
+        report.findings.error("HUB_FILE_NOT_LISTED", file.name, "", std::nullopt, why + ", which must list every shard");
+      else
+        report.findings.warning("HUB_FILE_NOT_LISTED", file.name, "", std::nullopt, why);
       continue;
     }
     file.expected_sha256 = it->second->sha256;

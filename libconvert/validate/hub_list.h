@@ -47,6 +47,6 @@ bool parse_hub_list(std::string_view text, const std::string& label, std::vector
 // `model_path` (whose shards, with their SHA-256, are report.files) against it: each
 // shard listed is ok or mismatch, a shard not listed is "extra" (a warning), every other
 // listed name is hashed from the checkpoint directory (ok / mismatch) or is "missing".
-void check_hub_list(const std::string& list, const std::string& model_path, ValidationReport& report);
+void check_hub_list(const std::string& list, const std::string& model_path, bool every_shard, ValidationReport& report);
 
 }  // namespace ckpt

@@ -135,7 +135,7 @@ ValidationReport validate_path(const std::string& path, const ValidateOptions& o
     report.format = "expert-pack";
     validate_expert_pack(path, options.reference, options.deep, report.findings);
     // Every listed file of the pack directory is hashed by name (a pack has no shards).
-    if (!options.hub_sha256_file.empty()) check_hub_list(options.hub_sha256_file, path, report);
+    if (!options.hub_sha256_file.empty()) check_hub_list(options.hub_sha256_file, path, options.hub_every_shard, report);
     report.findings.sort_stable();
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
@@ -164,7 +164,7 @@ ValidationReport validate_path(const std::string& path, const ValidateOptions& o
       scan_options.sha256 = report.sha256;
       run_scan(model, scan_options, mine, report.profile, report);
     }
-    if (!options.hub_sha256_file.empty()) check_hub_list(options.hub_sha256_file, path, report);
+    if (!options.hub_sha256_file.empty()) check_hub_list(options.hub_sha256_file, path, options.hub_every_shard, report);
   }
   report.findings.sort_stable();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

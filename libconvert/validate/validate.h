@@ -19,6 +19,9 @@ struct ValidateOptions {
   bool deep = false;
   bool sha256 = false;
   std::string hub_sha256_file;  // "name sha256" lines; implies sha256
+  // Every shard must be listed (convert --hub-sha256): a shard the list lacks is an error,
+  // not validate's warning (the Hub lists every LFS file, and shards are LFS files).
+  bool hub_every_shard = false;
   std::string reference;        // the unconverted input: check PATH as its conversion
   StMode mode = StMode::strict;
   // --partition I/N: deep-read (and --sha256) only the files of partition I (LPT over
