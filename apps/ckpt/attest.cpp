@@ -212,7 +212,9 @@ std::function<bool(ckpt::ConvertReport&)> attest_after_finalize(ckpt::oms::Conve
                                                                ckpt::ProgressMode mode) {
   return [att, mode](ckpt::ConvertReport& r) mutable {
     att.mode = r.output_mode;
-    ckpt::Progress meter(mode, "sign");  // OUT, then IN, hashed again for the attestation
+    for (const auto& h : r.input_sha256)  // the input shards as the conversion read them
+      if (h.error.empty()) att.input_sha256.emplace(h.name, h.sha256);
+    ckpt::Progress meter(mode, "sign");  // OUT, then IN's other files, hashed for the attestation
     att.progress = [&meter](uint64_t done, uint64_t total) { meter.update(done, total); };
     bool usage = false;
     const bool signed_ok = attest_into(att, r.findings, usage);

@@ -71,6 +71,7 @@ ckpt::Outcome run_relayout(const RelayoutArgs& a) {
     if (a.dry_run || !a.partition.empty())
       return usage_error(kRelayout, "--sign-key signs a whole output (not --dry-run or --partition; --finalize signs)");
     o.attestation_files = {std::string(ckpt::oms::kOutputBundleName), std::string(ckpt::oms::kProvenanceName)};
+    o.hash_inputs = true;  // the provenance records IN's shards as converted, without a second read
     ckpt::oms::ConversionAttestation att{"relayout", a.input, a.output, recorded, "", a.sign_key};
     o.after_finalize = attest_after_finalize(att, a.c.mode());
   }

@@ -252,25 +252,40 @@ ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::strin
   return ckpt::Outcome::ok;
 }
 
-std::function<bool(ckpt::Findings&, bool& usage)> start_signature_check(const SignatureFlags& flags,
-                                                                        const std::string& model) {
+namespace {
+ckpt::oms::VerifyOptions verify_options(const SignatureFlags& flags, const std::string& model) {
   ckpt::oms::VerifyOptions o;
   o.model = model;
   o.bundle = flags.bundle;
   o.public_key = flags.public_key;
   o.cert_chain = flags.cert_chain;
-  auto check = std::make_shared<std::future<ckpt::oms::VerifyResult>>(
-      std::async(std::launch::async, [o] { return ckpt::oms::verify_signature(o); }));
-  return [check, bundle = flags.bundle](ckpt::Findings& findings, bool& usage) {
-    const ckpt::oms::VerifyResult r = check->get();
-    findings.append(r.findings);
-    usage = r.usage;
-    if (r.verified)
-      findings.info("OMS_VERIFIED", bundle, "", std::nullopt,
-                    "the input's OMS signature verifies (" + r.method + " method): " + std::to_string(r.files_checked) +
-                        " signed files match, root digest " + r.root_digest);
-    return r.verified;
-  };
+  return o;
+}
+}  // namespace
+
+bool check_signature_bundle(const SignatureFlags& flags, ckpt::Findings& findings, bool& usage) {
+  ckpt::oms::VerifyResult r;
+  const bool ok = ckpt::oms::verify_bundle(verify_options(flags, ""), r);
+  findings.append(r.findings);
+  usage = r.usage;
+  return ok;
+}
+
+bool check_signature_of_conversion(const SignatureFlags& flags, const std::string& model,
+                                   const std::vector<ckpt::HashedFile>& read, ckpt::Findings& findings, bool& usage) {
+  ckpt::oms::VerifyOptions o = verify_options(flags, model);
+  for (const auto& h : read)
+    if (h.error.empty()) o.known_sha256.emplace(h.name, h.sha256);
+  const ckpt::oms::VerifyResult r = ckpt::oms::verify_signature(o);
+  findings.append(r.findings);
+  usage = r.usage;
+  if (r.verified)
+    findings.info("OMS_VERIFIED", flags.bundle, "", std::nullopt,
+                  "the input's OMS signature verifies (" + r.method + " method): " + std::to_string(r.files_checked) +
+                      " signed files match (" + std::to_string(r.files_known) +
+                      " hashed in the conversion's own pass over the input, the others read here), root digest " +
+                      r.root_digest);
+  return r.verified;
 }
 
 }  // namespace ckptcli

@@ -10,6 +10,7 @@
 
 #include "core/outcome.h"
 #include "core/progress.h"
+#include "io/lockstep_hasher.h"
 #include "sign/provenance.h"
 
 namespace ckpt {
@@ -53,20 +54,25 @@ void add_signature_options(CLI::App* sub, SignatureFlags& flags, const std::stri
 // check appended to `findings` (an info OMS_VERIFIED naming the bundle when it passed).
 ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::string& model, ckpt::Findings& findings);
 
-// `convert --expect-signature`: the input verified on threads of its own while the conversion
-// runs (a second read of the input, concurrent with the conversion's). The returned function
-// waits for the check, appends its findings and returns whether it passed (usage: the
-// trust given could not be used).
-std::function<bool(ckpt::Findings&, bool& usage)> start_signature_check(const SignatureFlags& flags,
-                                                                        const std::string& model);
+// `convert --expect-signature`, in two steps. Before the conversion: the bundle verified
+// without reading the model (oms/oms_verify.h verify_bundle: trust, DSSE, statement),
+// so a bundle that cannot verify is refused before anything is written (false with its
+// findings; usage: the trust given could not be used). Once every shard is written: the
+// whole §8 check, the input shards' digests taken from the conversion's own lockstep read
+// (ConvertReport::input_sha256) and every other signed file hashed here; true when it
+// verifies (an OMS_VERIFIED info saying how many files came from the conversion's read).
+bool check_signature_bundle(const SignatureFlags& flags, ckpt::Findings& findings, bool& usage);
+bool check_signature_of_conversion(const SignatureFlags& flags, const std::string& model,
+                                   const std::vector<ckpt::HashedFile>& read, ckpt::Findings& findings, bool& usage);
 
 // `convert --hub-sha256 LIST` (apps/ckpt/hub_check.cpp): the list read and parsed before
-// the conversion (false with HUB_LIST_* / IO_READ findings when unusable); then IN checked
-// against it on threads of its own while the conversion runs. The returned function waits,
-// appends the HUB_* / IO_* findings and returns whether every shard is listed and every
-// listed file present with its SHA-256.
+// the conversion (false with HUB_LIST_* / IO_READ findings when unusable); once every shard
+// is written, IN checked against it, the shards' digests taken from the conversion's own
+// lockstep read and every other listed file hashed here. Appends the HUB_* / IO_* findings
+// and returns whether every shard is listed and every listed file present with its SHA-256.
 bool hub_list_usable(const std::string& list, ckpt::Findings& findings);
-std::function<bool(ckpt::Findings&)> start_hub_check(const std::string& list, const std::string& model);
+bool check_hub_list_of_conversion(const std::string& list, const std::string& model,
+                                  const std::vector<ckpt::HashedFile>& read, ckpt::Findings& findings);
 
 // Conversion attestations (apps/ckpt/attest.cpp, sign/provenance.h). `--sign-key KEY.pem`
 // of a converting command; each command's options as its provenance records them and

@@ -217,22 +217,31 @@ Outcome run_convert(const ConvertArgs& a) {
   if (!ckptcli::resolve_scale_out(kConvert, "converts", a.partition, a.partitions, a.finalize, o.partition, o.partitions))
     return Outcome::usage;
   o.finalize = a.finalize;
-  // The input's integrity checks, each on threads of its own while the conversion runs;
-  // OUT is finalized only when every one passed (each is waited for, whatever the others say).
+  // The input's integrity checks. What they can check without the model is checked now,
+  // before anything is written; the shards' digests come from the conversion's own pass over
+  // the input (ConvertOptions::hash_inputs), and the checks run once every shard is written.
+  // OUT is finalized only when every one passed (each runs, whatever the others say).
   std::vector<std::function<bool(ckpt::ConvertReport&)>> input_checks;
   if (a.expect.active()) {
     if (!a.expect.complete())
       return ckptcli::usage_error(kConvert, "--expect-signature BUNDLE needs --public-key PUB.pem or --cert-chain CA.pem");
     if (a.dry_run || !a.partition.empty() || a.finalize)
       return ckptcli::usage_error(kConvert, "--expect-signature checks a whole conversion (not --dry-run, --partition or --finalize)");
-    auto signature_check = ckptcli::start_signature_check(a.expect, a.input);
-    input_checks.push_back([signature_check, bundle = a.expect.bundle](ckpt::ConvertReport& r) {
+    ckpt::Findings bundle_findings;
+    bool usage = false;
+    if (!ckptcli::check_signature_bundle(a.expect, bundle_findings, usage)) {  // refused before anything is written
+      ckptcli::print_findings(kConvert, bundle_findings);
+      std::cerr << kConvert << ": the signature bundle " << ckpt::display_escape(a.expect.bundle)
+                << " does not verify; nothing was written\n";
+      return usage ? Outcome::usage : ckpt::worse(ckpt::outcome_of(bundle_findings), Outcome::findings);
+    }
+    input_checks.push_back([&a](ckpt::ConvertReport& r) {
       bool usage = false;
-      if (signature_check(r.findings, usage)) return true;
+      if (ckptcli::check_signature_of_conversion(a.expect, a.input, r.input_sha256, r.findings, usage)) return true;
       r.status = usage ? ckpt::ConvertStatus::usage_error
                  : r.findings.has_io_errors() ? ckpt::ConvertStatus::io_error
                                               : ckpt::ConvertStatus::input_error;
-      r.findings.error("CONVERT_SIGNATURE", bundle, "", std::nullopt,
+      r.findings.error("CONVERT_SIGNATURE", a.expect.bundle, "", std::nullopt,
                        "the input does not verify against its signature bundle: OUT is left incomplete (shards "
                        "written, no index, no config.json)");
       return false;
@@ -246,18 +255,18 @@ Outcome run_convert(const ConvertArgs& a) {
       ckptcli::print_findings(kConvert, list_findings);
       return ckpt::worse(ckpt::outcome_of(list_findings), Outcome::findings);
     }
-    auto hub_check = ckptcli::start_hub_check(a.hub_sha256, a.input);
-    input_checks.push_back([hub_check, list = a.hub_sha256](ckpt::ConvertReport& r) {
-      if (hub_check(r.findings)) return true;
+    input_checks.push_back([&a](ckpt::ConvertReport& r) {
+      if (ckptcli::check_hub_list_of_conversion(a.hub_sha256, a.input, r.input_sha256, r.findings)) return true;
       if (r.status == ckpt::ConvertStatus::ok)
         r.status = r.findings.has_io_errors() ? ckpt::ConvertStatus::io_error : ckpt::ConvertStatus::input_error;
-      r.findings.error("CONVERT_HUB_SHA256", list, "", std::nullopt,
+      r.findings.error("CONVERT_HUB_SHA256", a.hub_sha256, "", std::nullopt,
                        "the input does not match the hash list: OUT is left incomplete (shards written, no index, "
                        "no config.json)");
       return false;
     });
   }
   if (!input_checks.empty()) {
+    o.hash_inputs = true;
     o.before_finalize = [&input_checks](ckpt::ConvertReport& r) {
       bool all = true;
       for (auto& check : input_checks) all = check(r) && all;
@@ -269,6 +278,7 @@ Outcome run_convert(const ConvertArgs& a) {
     if (a.dry_run || !a.partition.empty())
       return ckptcli::usage_error(kConvert, "--sign-key signs a whole output (not --dry-run or --partition; --finalize signs)");
     o.attestation_files = {std::string(ckpt::oms::kOutputBundleName), std::string(ckpt::oms::kProvenanceName)};
+    o.hash_inputs = true;  // the provenance records IN's shards as converted, without a second read
     ckpt::oms::ConversionAttestation att{"convert", a.input, a.output, recorded, a.expect.bundle, a.sign_key};
     o.after_finalize = ckptcli::attest_after_finalize(att, a.c.mode());
   }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <sys/statvfs.h>
 
@@ -279,8 +280,61 @@ bool write_record(const ConvertOptions& o, ShardRecord& rec, ConvertReport& r) {
 
 // Each shard: its record in state "writing" first (OUT now says a ckptkit run owns that
 // name, and an interrupted write is never trusted), the shard, then its finished record.
+// ConvertOptions::hash_inputs: the input shards in the order the conversion takes them
+// (plan.shards[i] reads its own input file), then any input shard no output comes from.
+std::unique_ptr<LockstepHasher> start_input_hashing(const LoadedModel& in, const ConversionPlan& plan) {
+  const auto& shards = in.checkpoint.shards;
+  std::vector<const InputFile*> files;
+  std::vector<std::string> names;
+  std::vector<bool> taken(shards.size(), false);
+  auto take = [&](size_t k) {
+    if (k >= shards.size() || taken[k]) return;
+    taken[k] = true;
+    files.push_back(&shards[k].file);
+    names.push_back(shards[k].name);
+  };
+  for (const auto& s : plan.shards) take(s.input_file);
+  for (size_t k = 0; k < shards.size(); ++k) take(k);
+  return std::make_unique<LockstepHasher>(std::move(files), std::move(names));
+}
+
+// Every input shard hashed and unchanged since (r.input_sha256); otherwise a finding per
+// file and OUT stays incomplete: the bytes converted may not be the bytes hashed.
+bool finish_input_hashing(LockstepHasher& hasher, ConvertReport& r) {
+  r.input_sha256 = hasher.finish();
+  bool ok = true;
+  for (const auto& h : r.input_sha256) {
+    if (h.error.empty()) continue;
+    const bool changed = h.error.find("changed") != std::string::npos;
+    fail(r, changed ? ConvertStatus::input_error : ConvertStatus::io_error,
+         changed ? "CONVERT_INPUT_CHANGED" : "IO_READ", h.name,
+         "input shard " + h.name + ": " + h.error +
+             "; the bytes converted may not be the bytes hashed, so OUT is left incomplete (shards written, no "
+             "index, no config.json)");
+    ok = false;
+  }
+  return ok;
+}
+
+// Every input shard still the file the conversion opened (InputFile::change_since_open):
+// one written, resized or replaced while it was converted leaves OUT incomplete, as its
+// shards may mix its old and new bytes. (With hash_inputs, finish_input_hashing checks it.)
+bool inputs_unchanged(const LoadedModel& in, ConvertReport& r) {
+  bool ok = true;
+  for (const auto& shard : in.checkpoint.shards) {
+    if (std::string why = shard.file.change_since_open(); !why.empty()) {
+      fail(r, ConvertStatus::input_error, "CONVERT_INPUT_CHANGED", shard.name,
+           "input shard " + shard.name + " changed while it was converted: " + why +
+               "; OUT is left incomplete (shards written, no index, no config.json)");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// `hasher` (may be null) is told which input shard the conversion is at.
 bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport& r,
-                  const std::vector<bool>& done, const std::vector<bool>& owned) {
+                  const std::vector<bool>& done, const std::vector<bool>& owned, LockstepHasher* hasher = nullptr) {
   uint64_t total = 0, written = 0;
   for (size_t i = 0; i < r.plan.shards.size(); ++i)
     if (owned[i] && !done[i]) total += r.plan.shards[i].file_bytes;
@@ -293,6 +347,7 @@ bool write_shards(const LoadedModel& in, const ConvertOptions& o, ConvertReport&
   };
   for (size_t i = 0; i < r.plan.shards.size(); ++i) {
     const PlannedShard& shard = r.plan.shards[i];
+    if (hasher) hasher->reached(i);  // its order is the plan's (start_input_hashing)
     if (!owned[i]) continue;  // another partition's
     if (done[i]) {
       ++r.shards_resumed;
@@ -577,9 +632,13 @@ void write_output(const LoadedModel& in, const ConvertOptions& o, const std::vec
   for (size_t i = 0; i < done.size(); ++i) writes_a_shard |= owned[i] && !done[i];
   if ((!o.partition.active() || writes_a_shard) && !withdraw_completion(o, r)) return;
   if (!prune_previous(in, o, r)) return;
+  // Declared after `in`'s files are open and destroyed before they close (it reads them).
+  std::unique_ptr<LockstepHasher> hasher;
+  if (o.hash_inputs && !o.partition.active()) hasher = start_input_hashing(in, r.plan);
   if (o.partition.active())
     write_shards(in, o, r, done, owned);
-  else if (write_side_files(o, pins, r) && write_shards(in, o, r, done, owned) &&
+  else if (write_side_files(o, pins, r) && write_shards(in, o, r, done, owned, hasher.get()) &&
+           (hasher ? finish_input_hashing(*hasher, r) : inputs_unchanged(in, r)) &&
            (!o.before_finalize || o.before_finalize(r)) && write_index_and_config(in, o, r) &&
            finish_manifest(in, o, r) && o.after_finalize)
     o.after_finalize(r);

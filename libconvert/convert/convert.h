@@ -19,6 +19,7 @@
 #include "convert/records.h"  // record_path: where --resume looks for per-shard records
 #include "core/findings.h"
 #include "core/outcome.h"
+#include "io/lockstep_hasher.h"
 
 namespace ckpt {
 
@@ -45,6 +46,11 @@ struct ConvertOptions {
   // index and config.json, whose absence marks OUT incomplete); false leaves OUT incomplete
   // (the hook has set the report's status and findings). May be empty. `--expect-signature`.
   std::function<bool(struct ConvertReport&)> before_finalize;
+  // Hash every input shard (SHA-256, whole file) in the same pass over the disk as the
+  // conversion (io/lockstep_hasher.h), into ConvertReport::input_sha256 before
+  // before_finalize runs; an input that changed while it was hashed or converted is an
+  // error (CONVERT_INPUT_CHANGED) and OUT stays incomplete. Whole-output runs only.
+  bool hash_inputs = false;
   // Called under OUT's lock once OUT's last file (index, config.json, the manifest) is
   // written, before the lock is released; false reports a failure (the hook has set the
   // report's status and findings). May be empty. `--sign-key` (sign/provenance.h).
@@ -86,6 +92,8 @@ struct ConvertReport {
   // The mode of every file convert creates in OUT (side files keep their own): never more
   // readable than IN's files (io/output_file.h InputSet::output_mode).
   mode_t output_mode = 0644;
+  // ConvertOptions::hash_inputs: every input shard's SHA-256, as read beside the conversion.
+  std::vector<HashedFile> input_sha256;
   Findings findings;
 };
 

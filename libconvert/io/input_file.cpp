@@ -83,6 +83,7 @@ InputFile& InputFile::operator=(InputFile&& o) noexcept {
     fd_ = o.fd_;
     size_ = o.size_;
     mode_ = o.mode_;
+    opened_ = o.opened_;
     o.fd_ = -1;
     o.size_ = 0;
   }
@@ -97,10 +98,54 @@ void InputFile::close() {
   size_ = 0;
 }
 
+namespace {
+FileIdentity identity_of(const struct stat& st) {
+  FileIdentity id;
+  id.dev = static_cast<uint64_t>(st.st_dev);
+  id.ino = static_cast<uint64_t>(st.st_ino);
+  id.size = static_cast<uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return id;
+}
+}  // namespace
+
+bool identity_of_fd(int fd, FileIdentity& out) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return false;
+  out = identity_of(st);
+  return true;
+}
+
+bool identity_of_path(const std::string& path, FileIdentity& out) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  out = identity_of(st);
+  return true;
+}
+
+std::string file_change(const FileIdentity& then, const FileIdentity& now) {
+  if (now.dev != then.dev || now.ino != then.ino) return "its path now names another file (replaced)";
+  if (now.size != then.size)
+    return "its size changed from " + std::to_string(then.size) + " to " + std::to_string(now.size) + " bytes";
+  if (now.mtime_ns != then.mtime_ns || now.ctime_ns != then.ctime_ns) return "it was written (mtime/ctime changed)";
+  return "";
+}
+
+std::string InputFile::change_since_open() const {
+  FileIdentity now, path_now;
+  if (fd_ < 0 || !identity_of_fd(fd_, now) || !identity_of_path(path_, path_now))
+    return "it cannot be found or stat()ed any more";
+  // The path first: a rename over it also changes the replaced file's ctime.
+  if (path_now.dev != now.dev || path_now.ino != now.ino) return file_change(opened_, path_now);
+  return file_change(opened_, now);
+}
+
 bool InputFile::open(const std::string& path, IoError& error, InputLinks links) {
   close();
   path_ = path;
   fd_ = open_input_fd(path, error, links, &mode_, &size_);
+  if (fd_ >= 0) identity_of_fd(fd_, opened_);
   return fd_ >= 0;
 }
 

@@ -25,6 +25,20 @@ struct IoError {
 
 enum class InputLinks { follow, refuse };
 
+// What the kernel says of an open file: a change between two of these is a change of
+// the file (its bytes, its size, or the file a path names). A write sets mtime and ctime,
+// and no unprivileged process can set a ctime back.
+struct FileIdentity {
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+bool identity_of_fd(int fd, FileIdentity& out);
+bool identity_of_path(const std::string& path, FileIdentity& out);
+// Why `now` is not the file `then` describes ("its size changed from A to B bytes", "it was
+// written (mtime/ctime changed)", "its path now names another file (replaced)"), or "".
+std::string file_change(const FileIdentity& then, const FileIdentity& now);
+
 // What a file of mode `m` is, for messages ("a FIFO", "a symlink", ...; "not a regular
 // file" for anything else that is not one): the one wording of every non-regular-file refusal.
 const char* file_kind_name(mode_t m);
@@ -56,6 +70,12 @@ class InputFile {
   uint64_t size() const { return size_; }  // st_size at open
   int fd() const { return fd_; }
   mode_t mode() const { return mode_; }  // st_mode at open (permission bits for copies)
+  // The file as it was when opened, before any byte was read (io/lockstep_hasher.h
+  // compares it with the file at the end of a conversion).
+  const FileIdentity& identity_at_open() const { return opened_; }
+  // Why the file is not the one opened any more (written, resized, its path replaced or
+  // gone: file_change), or "" when it still is.
+  std::string change_since_open() const;
   // Reads exactly buf.size() bytes at `offset` with pread (retrying short reads and EINTR).
   // A read past the end (the file shrank) is an error naming the file and the offset.
   bool read_at(uint64_t offset, std::span<uint8_t> buf, IoError& error) const;
@@ -73,6 +93,7 @@ class InputFile {
   int fd_ = -1;
   uint64_t size_ = 0;
   mode_t mode_ = 0;
+  FileIdentity opened_;
 };
 
 // Reads one input's bytes in bounded chunks for random small reads: a small cache of

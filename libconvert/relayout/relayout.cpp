@@ -54,6 +54,7 @@ ConvertOptions convert_options(const RelayoutOptions& o, RelayoutReport& r) {
   if (o.on_plan) c.on_plan = [&r, f = o.on_plan](const ConvertReport&) { f(r); };
   c.before_finalize = o.before_finalize;
   c.after_finalize = o.after_finalize;
+  c.hash_inputs = o.hash_inputs;
   c.attestation_files = o.attestation_files;
   c.command = "ckpt relayout";
   RegridRequest request{r.plan.block_n, r.plan.block_k, r.plan.promoted};

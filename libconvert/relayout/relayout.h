@@ -44,6 +44,7 @@ struct RelayoutOptions {
   // Called under OUT's lock once OUT's last file is written (--sign-key), and the files it
   // writes: as ConvertOptions::after_finalize / attestation_files.
   std::function<bool(ConvertReport&)> after_finalize;
+  bool hash_inputs = false;  // as ConvertOptions::hash_inputs (a signed relayout's provenance)
   std::vector<std::string> attestation_files;
 };
 

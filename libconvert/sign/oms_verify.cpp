@@ -21,14 +21,15 @@ class Verifier {
  public:
   Verifier(const VerifyOptions& o, VerifyResult& r) : o_(o), r_(r), f_(r.findings) {}
 
-  void run() {
+  // `files`: the model's files checked against the statement (false: the bundle alone).
+  void run(bool files = true) {
     Bundle bundle;
     Statement st;
     if (!load_trust() || !read_bundle(bundle) || !check_signature(bundle) || !read_statement(bundle, st)) return;
     r_.root_digest = st.root_digest;
     r_.statement = st;
     if (!supported(st)) return;
-    check_manifest(st);
+    if (files) check_manifest(st);
     r_.verified = !f_.has_errors();
   }
 
@@ -326,10 +327,10 @@ class Verifier {
     std::vector<const ModelEntry*> whole;
     std::vector<FileRange> parts;
     for (const auto& r : ranges) {
-      if (r.end == UINT64_MAX)
-        whole.push_back(r.entry);
-      else
+      if (r.end != UINT64_MAX)
         parts.push_back(r);
+      else if (!o_.known_sha256.count(r.entry->name))
+        whole.push_back(r.entry);
     }
     std::vector<std::string> whole_digests, part_digests;
     std::atomic<uint64_t> bytes{0};
@@ -339,7 +340,12 @@ class Verifier {
     r_.bytes_hashed = bytes.load();
     std::set<std::string> bad, seen;
     for (size_t i = 0, w = 0, p = 0; i < ranges.size(); ++i) {
-      const std::string& got = ranges[i].end == UINT64_MAX ? whole_digests[w++] : part_digests[p++];
+      const auto known = ranges[i].end == UINT64_MAX ? o_.known_sha256.find(ranges[i].entry->name)
+                                                     : o_.known_sha256.end();
+      r_.files_known += known != o_.known_sha256.end();
+      const std::string& got = known != o_.known_sha256.end() ? known->second
+                               : ranges[i].end == UINT64_MAX ? whole_digests[w++]
+                                                             : part_digests[p++];
       const std::string& name = ranges[i].entry->name;
       seen.insert(name);
       if (got.empty()) {
@@ -374,6 +380,11 @@ VerifyResult verify_signature(const VerifyOptions& options) {
   VerifyResult r;
   Verifier(options, r).run();
   return r;
+}
+
+bool verify_bundle(const VerifyOptions& options, VerifyResult& r) {
+  Verifier(options, r).run(false);
+  return r.verified;
 }
 
 bool verify_envelope(const VerifyOptions& options, std::string& payload, VerifyResult& r) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct VerifyOptions {
   std::vector<std::string> ignore_paths;  // --ignore-paths (relative to the model, or absolute inside it)
   bool ignore_unsigned_files = false;
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes hashed; may be empty
+  // SHA-256 (lowercase hex) of whole model files the caller has already read, by resource
+  // name: `convert --expect-signature` hashes its input shards in the same pass over the
+  // disk as the conversion (io/lockstep_hasher.h). A file signed whole whose name is here
+  // takes this digest instead of being read again; every other file is read and hashed.
+  std::map<std::string, std::string> known_sha256;
 };
 
 struct VerifyResult {
@@ -35,12 +41,19 @@ struct VerifyResult {
   std::string method;           // "key" / "certificate" as found in the bundle
   std::string root_digest;      // the statement's subject digest, once verified
   uint64_t files_checked = 0;   // listed files hashed and matched
-  uint64_t bytes_hashed = 0;
+  uint64_t bytes_hashed = 0;     // read and hashed here
+  uint64_t files_known = 0;      // matched through VerifyOptions::known_sha256 (not read here)
   bool verified = false;        // every rule passed
   Statement statement;          // the bundle's statement, once its signature verified
 };
 
 VerifyResult verify_signature(const VerifyOptions& options);
+
+// Every rule of verify_signature that does not read the model: the trust, the bundle,
+// the DSSE signature, the statement, the predicate and the root digest over the listed
+// resources. `convert --expect-signature` runs it before writing anything, so a bundle
+// that cannot verify is refused at once. r.verified says whether it passed.
+bool verify_bundle(const VerifyOptions& options, VerifyResult& r);
 
 // The envelope of `options.bundle` alone, with the trust of `options` (the same rules as
 // verify_signature up to the DSSE signature; the payload is not interpreted and no model

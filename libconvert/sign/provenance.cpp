@@ -287,7 +287,8 @@ bool parse_provenance(std::string_view payload, Provenance& out, std::string& er
   return true;
 }
 
-bool attested_resources(const std::string& model, Statement& out, Findings& findings, const BytesDone& on_bytes) {
+bool attested_resources(const std::string& model, Statement& out, Findings& findings, const BytesDone& on_bytes,
+                        const std::map<std::string, std::string>* known_sha256) {
   out = Statement{};
   ModelScope scope;
   scope.ignore_paths = default_ignore_paths();
@@ -297,18 +298,28 @@ bool attested_resources(const std::string& model, Statement& out, Findings& find
   scope.allow_symlinks = true;
   std::vector<ModelEntry> entries;
   if (!list_model(model, scope, entries, findings) || findings.has_errors()) return false;
-  std::vector<const ModelEntry*> files;
+  std::vector<const ModelEntry*> files, to_hash;
   for (const auto& e : entries)
     if (!e.ignored && (e.kind == EntryKind::regular || e.kind == EntryKind::link_to_file)) files.push_back(&e);
   if (files.empty()) {
     findings.error("OMS_EMPTY_MODEL", model, "", std::nullopt, model + " holds no file to attest");
     return false;
   }
+  auto known_digest = [&](const ModelEntry* e) -> const std::string* {
+    if (!known_sha256) return nullptr;
+    const auto it = known_sha256->find(e->name);
+    return it == known_sha256->end() ? nullptr : &it->second;
+  };
+  for (const auto* e : files)
+    if (!known_digest(e)) to_hash.push_back(e);
   std::vector<std::string> digests;
   std::atomic<uint64_t> bytes{0};
-  hash_entries(files, digests, findings, bytes, on_bytes);
+  hash_entries(to_hash, digests, findings, bytes, on_bytes);
   if (findings.has_errors()) return false;
-  for (size_t i = 0; i < files.size(); ++i) out.resources.push_back(Resource{files[i]->name, digests[i]});
+  for (size_t i = 0, h = 0; i < files.size(); ++i) {
+    const std::string* known = known_digest(files[i]);
+    out.resources.push_back(Resource{files[i]->name, known ? *known : digests[h++]});
+  }
   out.subject_name = basename_of(model);
   out.root_digest = root_digest(out.resources);
   return true;
@@ -426,7 +437,7 @@ AttestationResult attest_conversion(const ConversionAttestation& a) {
     in_meter = [&a, &out_bytes, in_bytes, in_done](uint64_t n) {
       a.progress(out_bytes + (*in_done += n), out_bytes + in_bytes);
     };
-  if (!sign_output(a, out_meter, r, bundle_text) || !attested_resources(a.input, r.input, r.findings, in_meter)) return r;
+  if (!sign_output(a, out_meter, r, bundle_text) || !attested_resources(a.input, r.input, r.findings, in_meter, &a.input_sha256)) return r;
   Provenance p;
   p.command = a.command;
   p.options = a.options;

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,6 +61,10 @@ struct ConversionAttestation {
   std::string input_bundle;               // IN's OMS bundle that --expect-signature verified, or ""
   std::string private_key;                // PEM EC private key (P-256, P-384, P-521)
   mode_t mode = 0644;                     // of the two files written (OUT's files' mode)
+  // SHA-256 of IN's files that the conversion hashed in its own pass over them, by resource
+  // name (ConvertReport::input_sha256, io/lockstep_hasher.h): recorded without a second
+  // read, and they are the bytes converted. IN's other files are hashed here.
+  std::map<std::string, std::string> input_sha256 = {};
   // Bytes hashed (OUT, then IN) against their sum; may be empty. Called from hashing threads.
   std::function<void(uint64_t done, uint64_t total)> progress = nullptr;
 };
@@ -102,7 +107,8 @@ std::string provenance_json(const Provenance& p);
 // IN's or OUT's resources as attestations see them: the OMS walk with the default and
 // attestation exclusions, every file hashed on all cores (sorted by name), and the root
 // digest. False with findings (IO_*, OMS_*) when the model cannot be read.
-bool attested_resources(const std::string& model, Statement& out, Findings& findings, const BytesDone& on_bytes = {});
+bool attested_resources(const std::string& model, Statement& out, Findings& findings, const BytesDone& on_bytes = {},
+                        const std::map<std::string, std::string>* known_sha256 = nullptr);
 
 // What `ckpt verify-signature --provenance P --reference IN OUT` checks (not --recompute:
 // the caller converts and compares with compare_resources).
