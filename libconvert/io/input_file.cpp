@@ -194,6 +194,10 @@ void InputFile::advise_sequential() const {
   if (fd_ >= 0) posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
 }
 
+void InputFile::advise_done() const {
+  if (fd_ >= 0) posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
+}
+
 bool InputWindow::get(uint64_t offset, uint64_t len, std::span<const uint8_t>& out, IoError& error) {
   if (offset >= start_ && len <= buf_.size() && offset - start_ <= buf_.size() - len) {
     out = std::span<const uint8_t>(buf_).subspan(static_cast<size_t>(offset - start_), static_cast<size_t>(len));

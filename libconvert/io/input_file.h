@@ -86,6 +86,9 @@ class InputFile {
   std::vector<uint8_t> read_bytes(uint64_t offset, uint64_t len) const;
   // Hint sequential access (POSIX_FADV_SEQUENTIAL). Best effort.
   void advise_sequential() const;
+  // Done with the file's bytes: its clean pages may leave the page cache
+  // (POSIX_FADV_DONTNEED; nothing is written). Best effort.
+  void advise_done() const;
 
  private:
   void close();

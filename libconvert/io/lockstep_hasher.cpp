@@ -8,7 +8,7 @@ namespace ckpt {
 
 LockstepHasher::LockstepHasher(std::vector<const InputFile*> files, std::vector<std::string> names, size_t lead,
                                unsigned threads)
-    : files_(std::move(files)), results_(files_.size()), lead_(lead) {
+    : files_(std::move(files)), results_(files_.size()), lead_(lead), finished_(files_.size(), false) {
   for (size_t k = 0; k < results_.size(); ++k) results_[k].name = k < names.size() ? names[k] : files_[k]->path();
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(std::max<size_t>(1, files_.size()))));
   for (unsigned t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
@@ -24,11 +24,16 @@ LockstepHasher::~LockstepHasher() {
 }
 
 void LockstepHasher::reached(size_t k) {
-  {
-    std::lock_guard lock(mutex_);
-    reached_ = std::max(reached_, k);
-  }
+  std::unique_lock lock(mutex_);
+  reached_ = std::max(reached_, k);
   cv_.notify_all();
+  cv_.wait(lock, [&] { return stopping_ || done_prefix_ >= std::min(k, files_.size()); });
+  lock.unlock();
+  // File k - 1 is hashed and converted: its pages are of no more use to either reader.
+  // Dropped, they leave the page cache to the two files being read (the kernel would
+  // otherwise keep the pages read twice and evict the ones read once: the next file's,
+  // which the other reader still needs).
+  if (k >= 1 && k - 1 < files_.size()) files_[k - 1]->advise_done();
 }
 
 void LockstepHasher::release() {
@@ -44,6 +49,11 @@ size_t LockstepHasher::started() const {
   return next_;
 }
 
+size_t LockstepHasher::hashed_prefix() const {
+  std::lock_guard lock(mutex_);
+  return done_prefix_;
+}
+
 void LockstepHasher::work() {
   for (;;) {
     size_t k = 0;
@@ -57,6 +67,8 @@ void LockstepHasher::work() {
     {
       std::lock_guard lock(mutex_);
       ++done_;
+      finished_[k] = true;
+      while (done_prefix_ < finished_.size() && finished_[done_prefix_]) ++done_prefix_;
     }
     cv_.notify_all();
   }

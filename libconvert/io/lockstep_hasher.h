@@ -8,8 +8,9 @@
 // without holding a whole shard. Instead the files are hashed on threads of their own, in
 // the order the conversion takes them, and never more than `lead` files ahead of it: the
 // two readers of a file run side by side, whichever touches a page first reads it from the
-// disk and the other finds it in the page cache. The disk is read once as long as the
-// page cache can hold lead + 1 files (measured by bench/convert_integrity.sh: the bytes
+// disk and the other finds it in the page cache. The conversion in turn waits for the
+// hash to finish a file before it starts the next, so each side is at most a file ahead
+// of the other, and the disk is read once as long as the page cache can hold lead + 1 files (measured by bench/convert_integrity.sh: the bytes
 // the process read from the disk, against the input's size).
 //
 // That the bytes converted are the bytes hashed is checked, not assumed: the files are
@@ -52,7 +53,10 @@ class LockstepHasher {
   LockstepHasher(const LockstepHasher&) = delete;
   LockstepHasher& operator=(const LockstepHasher&) = delete;
 
-  // The conversion works on file k now: files up to k + lead may be started.
+  // The conversion starts file k: files up to k + lead may be started, and this waits
+  // until every file before k is hashed, so that neither reader runs more than a file
+  // ahead of the other (a hash slower than the conversion would otherwise fall behind by
+  // more than the page cache holds, and read the disk again; measured).
   void reached(size_t k);
   // The conversion has read everything it will read: the rest may be hashed at once.
   void release();
@@ -60,6 +64,8 @@ class LockstepHasher {
   std::vector<HashedFile> finish();
   // Files started so far (a file is never started before the conversion is within `lead`).
   size_t started() const;
+  // Files 0.. that are all hashed (or failed).
+  size_t hashed_prefix() const;
 
  private:
   void work();
@@ -70,7 +76,8 @@ class LockstepHasher {
   size_t lead_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  size_t next_ = 0, done_ = 0, reached_ = 0;
+  std::vector<bool> finished_;  // file k hashed (or failed)
+  size_t next_ = 0, done_ = 0, reached_ = 0, done_prefix_ = 0;  // done_prefix_: files 0.. all finished
   bool released_ = false, stopping_ = false;
   std::vector<std::thread> threads_;
 };

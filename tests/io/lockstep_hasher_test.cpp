@@ -23,11 +23,11 @@ struct Inputs {
   test::TempDir tmp;
   std::vector<std::string> paths, names;
   std::vector<std::unique_ptr<InputFile>> files;
-  explicit Inputs(size_t count) {
+  explicit Inputs(size_t count, size_t first_bytes = 7) {
     for (size_t k = 0; k < count; ++k) {
       names.push_back("shard-" + std::to_string(k));
       paths.push_back(tmp.str(names.back()));
-      std::vector<uint8_t> bytes(k == 1 ? 0 : 100000 * k + 7);
+      std::vector<uint8_t> bytes(k == 0 ? first_bytes : k == 1 ? 0 : 100000 * k + 7);
       for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 31 + k);
       test::write_file(paths.back(), bytes);
       files.push_back(std::make_unique<InputFile>());
@@ -77,6 +77,18 @@ TEST(LockstepHasher, NeverStartsAFileMoreThanLeadFilesAheadOfTheConversion) {
   const auto out = h.finish();  // the conversion is done: the rest at once
   EXPECT_EQ(h.started(), 6u);
   for (const auto& f : out) EXPECT_EQ(f.error, "") << f.name;
+}
+
+// The other side of the lockstep: a hash slower than the conversion holds it back, so the
+// hash never falls more than a file behind (and out of the page cache).
+TEST(LockstepHasher, TheConversionDoesNotStartAFileBeforeTheOnesBeforeItAreHashed) {
+  Inputs in(3, size_t{48} << 20);  // file 0 takes a while to hash
+  LockstepHasher h(in.views(), in.names);
+  h.reached(1);
+  EXPECT_GE(h.hashed_prefix(), 1u);
+  h.reached(3);  // past the last: every file hashed
+  EXPECT_EQ(h.hashed_prefix(), 3u);
+  for (const auto& f : h.finish()) EXPECT_EQ(f.error, "") << f.name;
 }
 
 TEST(LockstepHasher, AFileWrittenAfterItWasHashedIsReportedChanged) {
