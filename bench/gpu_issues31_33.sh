@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issues 31 and 33 on the GPU host, in two device calls of at most 10 minutes each (the
+# Issues 31, 32 and 33 on the GPU host, in three device calls of at most 10 minutes each (the
 # session's device budget is 30 minutes). Run from the repository root, after
 #   tools/gpu_bundle.sh build gpu-run/b && cp build/ckpt_bench_dequant gpu-run/b/ &&
 #   cp OLD/ckpt gpu-run/b/ckpt-base     # a ckpt from before issue 33 (page-cache writes)
 #   (cd gpu-run && tar cJf b.tar.xz b && rm -rf b)   # the tree + bundle must stay < 64 MiB
-# then `bash bench/gpu_issues31_33.sh a` and `bash bench/gpu_issues31_33.sh b` (carry gpu-run).
+# then `bash bench/gpu_issues31_33.sh a`, `... b` and `... c` (carry gpu-run).
 #   a: the device suites and verifies (tools/gpu_check.sh), issue 31's real client
 #      (tools/relayout_cases.sh + tools/relayout_client.py: transformers loads IN and OUT with
 #      FineGrainedFP8Config(dequantize=True), every parameter compared) on the Qwen3-MoE,
@@ -13,6 +13,8 @@
 #   b: issue 33's bench/write_direct.sh at BENCH_WRITE_GIB (default 4) with --before and the
 #      base binary's rows, bench/read_direct.sh on its V4 shard, and the CPU-side dequant
 #      throughput (ckpt_bench_dequant --convert, output to /dev/null).
+#   c: issue 32's bench/convert_integrity.sh (integrity in the same read: the disk's bytes
+#      read against the input's, from a page cache bounded below the model's size).
 # Logs go to $OUT (the device run's return folder; default /tmp/gpu-issues31-33).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,5 +55,9 @@ b)
   echo "=== issue 33: reads, buffered against O_DIRECT (input dropped from the cache)"
   timeout 60 bash bench/read_direct.sh "$(ls "$W"/write-direct/v4-*/*.safetensors | head -1)" 2>&1 | tail -8
   ;;
-*) echo "usage: bench/gpu_issues31_33.sh a|b" >&2; exit 2 ;;
+c)
+  echo "=== issue 32: integrity in the same read (8 x 600 MB, page cache bounded to 2 GiB)"
+  timeout 400 bash bench/convert_integrity.sh "$B/ckpt" 8 600 "$W" 2048 2>&1 | tail -8
+  ;;
+*) echo "usage: bench/gpu_issues31_33.sh a|b|c" >&2; exit 2 ;;
 esac
