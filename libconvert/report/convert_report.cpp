@@ -145,6 +145,19 @@ std::string convert_report_json(const ConvertReport& r, const ConvertOptions& o)
   w.key("shards_written").value(r.shards_written).key("shards_resumed").value(r.shards_resumed);
   w.key("bytes_written").value(r.bytes_written).key("seconds").value(r.seconds);
   w.key("peak_rss_bytes").value(r.peak_rss_bytes).end_object();
+  if (!r.input_sha256.empty()) {
+    w.key("input_sha256").begin_array();
+    for (const auto& h : r.input_sha256) {
+      w.begin_object().key("file").value(h.name).key("bytes").value(h.size).key("sha256");
+      if (h.sha256.empty())
+        w.null();
+      else
+        w.value(h.sha256);
+      if (!h.error.empty()) w.key("error").value(h.error);
+      w.end_object();
+    }
+    w.end_array();
+  }
   write_partition(w, r, o);
   write_findings_json(w, r.findings);
   w.end_object();

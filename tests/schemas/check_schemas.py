@@ -118,6 +118,9 @@ def main() -> int:
                                                       tmp + "/signed/model.provenance", "--reference",
                                                       str(fixtures / "oracle/dsv4-edge"), tmp + "/signed"]))
         runs.append(("signature-report.schema.json", ["verify-signature", "--json", "-", *trust, "/nonexistent"]))
+        # A conversion checked against its input's signature: the report lists input_sha256.
+        runs.append(("convert-report.schema.json", ["convert", "-q", "--json", "-", "--expect-signature", tmp + "/tiny.sig",
+                                                    *trust, str(fixtures / "oracle/dsv4-tiny"), tmp + "/expect"]))
         for schema_name, args in runs:
             failed += check_run(ckpt, schemas, schema_name, args)
     # Scale-out: partitions, --finalize (refused, then done) and validate --merge, in a scratch directory.
