@@ -228,7 +228,8 @@ void add_signature_options(CLI::App* sub, SignatureFlags& flags, const std::stri
   key->excludes(chain);
 }
 
-ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::string& model, ckpt::Findings& findings) {
+ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::string& model, ckpt::Findings& findings,
+                                   const std::map<std::string, std::string>& hashed) {
   if (!flags.complete())
     return usage_error("ckpt validate", "--signature BUNDLE needs --public-key PUB.pem or --cert-chain CA.pem (and "
                                         "they need --signature)");
@@ -237,6 +238,7 @@ ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::strin
   o.bundle = flags.bundle;
   o.public_key = flags.public_key;
   o.cert_chain = flags.cert_chain;
+  o.known_sha256 = hashed;
   const ckpt::oms::VerifyResult r = ckpt::oms::verify_signature(o);
   if (r.usage) {
     print_findings("ckpt validate", r.findings);
@@ -246,7 +248,9 @@ ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::strin
   if (r.verified)
     findings.info("OMS_VERIFIED", flags.bundle, "", std::nullopt,
                   "the OMS signature verifies (" + r.method + " method): " + std::to_string(r.files_checked) +
-                      " signed files match, root digest " + r.root_digest);
+                      " signed files match" +
+                      (r.files_known ? " (" + std::to_string(r.files_known) + " hashed in the --deep pass)" : "") +
+                      ", root digest " + r.root_digest);
   else if (!r.findings.has_errors())
     findings.error("OMS_NOT_VERIFIED", flags.bundle, "", std::nullopt, "the OMS signature was not verified");
   return ckpt::Outcome::ok;

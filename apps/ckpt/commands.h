@@ -3,6 +3,7 @@
 
 #include <functional>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,9 @@ struct SignatureFlags {
 void add_signature_options(CLI::App* sub, SignatureFlags& flags, const std::string& bundle_option = "--signature");
 // usage (after printing why) when the flags are incomplete; else ok, the findings of the
 // check appended to `findings` (an info OMS_VERIFIED naming the bundle when it passed).
-ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::string& model, ckpt::Findings& findings);
+// `hashed`: SHA-256 of model files validate already read (its --deep pass), by name: not read again.
+ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::string& model, ckpt::Findings& findings,
+                                   const std::map<std::string, std::string>& hashed = {});
 
 // `convert --expect-signature`, in two steps. Before the conversion: the bundle verified
 // without reading the model (oms/oms_verify.h verify_bundle: trust, DSSE, statement),

@@ -39,5 +39,26 @@ TEST(OmsValidate, ValidateWithSignatureReportsTheVerifiedBundleAndFailsOnAChange
   EXPECT_NE(r.out.find("OMS_SIGNATURE"), std::string::npos) << r.out << r.err;
 }
 
+// --deep --signature: the deep pass hashes each shard as it reads it, and the signature
+// check takes those digests (one read of the model); a changed byte is still found.
+TEST(OmsValidate, DeepValidationWithSignatureHashesTheShardsInItsOwnPass) {
+  test::TempDir tmp;
+  const std::string model = tmp.str("dsv4-tiny"), bundle = tmp.str("model.sig");
+  test::copy_tree(test::fixture("oracle/dsv4-tiny"), model);
+  ASSERT_EQ(test::run_ckpt("sign -q --private-key " + q(keys("p384/signing-key.pem")) + " " + q(model)).exit_code, 0);
+  const std::string validate = "validate --deep --signature " + q(bundle) + " --public-key " +
+                               q(keys("p384/signing-key-pub.pem")) + " " + q(model);
+  test::RunResult r = test::run_ckpt(validate);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("12 signed files match (7 hashed in the --deep pass)"), std::string::npos) << r.out;
+  const std::string shard = model + "/model-00003-of-00007.safetensors";
+  auto bytes = test::read_file(shard);
+  bytes[bytes.size() - 1] ^= 1;
+  test::write_file(shard, bytes);
+  r = test::run_ckpt(validate);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("OMS_DIGEST_MISMATCH model-00003-of-00007.safetensors"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace ckpt
