@@ -1,5 +1,6 @@
 #include "convert/records.h"
 
+#include "core/display.h"
 #include "io/input_file.h"
 
 #include <algorithm>
@@ -351,7 +352,8 @@ std::optional<ShardRecord> read_record(const std::string& path) {
   auto root = doc.root();
   ShardRecord r;
   r.version = static_cast<int>(std::clamp<int64_t>(json_int(root, "version").value_or(0), 0, INT_MAX));
-  r.shard = json_string(root, "shard").value_or("");
+  // Names as record_json wrote them (json_string_literal's byte escape undone).
+  r.shard = json_unescape_bytes(json_string(root, "shard").value_or(""));
   r.state = json_string(root, "state").value_or("");
   r.tool_version = json_string(root, "tool_version").value_or("");
   simdjson::dom::object params;
@@ -366,7 +368,7 @@ std::optional<ShardRecord> read_record(const std::string& path) {
   if (auto f = json_get(root, "input_files"); f && !f->get_array().get(files))
     for (auto name : files) {
       std::string_view text;
-      r.input_files.emplace_back(name.get_string().get(text) ? std::string_view() : text);
+      r.input_files.push_back(json_unescape_bytes(name.get_string().get(text) ? std::string_view() : text));
     }
   if (auto i = json_get(root, "inputs"); i && !i->get_array().get(inputs))
     for (auto item : inputs) {

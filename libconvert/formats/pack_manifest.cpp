@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <optional>
 
+#include "core/display.h"
 #include "core/ggml_types.h"
 #include "formats/gguf.h"
 #include "formats/json.h"
@@ -68,7 +69,7 @@ class ManifestReader {
     if (!v) return false;
     std::string_view s;
     if (v->get_string().get(s)) return bad(path + "." + key, "is not a string");
-    out = std::string(s);
+    out = json_unescape_bytes(s);  // the bytes json_string_literal wrote (a GGUF name may hold any)
     return true;
   }
   bool array(simdjson::dom::element obj, const std::string& path, const char* key, simdjson::dom::array& out) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/display.h"
 #include "io/sha256_tree.h"
 
 namespace ckpt {
@@ -133,6 +134,19 @@ TEST(PackManifestTree, HugeClaimedCountIsRefusedByCount) {
   EXPECT_NE(all(f).find("has 4 digests, but 72057594037927935 source bytes in chunks of 65536 make 1099511627776"),
             std::string::npos)
       << all(f);
+}
+
+// Names come back as the bytes the writer's json_string_literal escaped (a GGUF file or
+// tensor name may hold a backslash-x sequence or a byte that is not UTF-8).
+TEST(PackManifestNames, EscapedNamesReadBackAsTheirBytes) {
+  const std::string odd = "experts\\x41-\xff.bin";
+  std::string text = manifest("");
+  const std::string plain = "\"name\":\"experts.bin\"";
+  text.replace(text.find(plain), plain.size(), "\"name\":" + json_string_literal(odd));
+  PackManifest m;
+  Findings f;
+  ASSERT_TRUE(parse_pack_manifest(text, "manifest.json", m, f)) << all(f);
+  EXPECT_EQ(m.experts_name, odd);
 }
 
 }  // namespace
