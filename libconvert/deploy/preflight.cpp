@@ -59,6 +59,7 @@ struct Model {
   std::optional<simdjson::dom::element> config;
   const ArchitectureRules* arch = nullptr;
   QuantScheme scheme;
+  std::string activation_scheme;  // quantization_config.activation_scheme as written ("" when absent)
   HeadGeometry heads;
   const DeployTensor* find(const std::string& n) const {
     auto it = by_name.find(n);
@@ -452,6 +453,9 @@ bool read_model(const std::string& path, PreflightReport& r, Model& m, LoadedMod
     r.findings.error(qe.code, qe.file, "", std::nullopt, qe.message);
     return false;
   }
+  simdjson::dom::element qc;
+  if (top["quantization_config"].get(qc) == simdjson::SUCCESS)
+    m.activation_scheme = json_string(qc, "activation_scheme").value_or("");
   r.model_type = json_string(top, "model_type").value_or("");
   m.arch = architecture_for(r.model_type);
   r.family = m.arch ? m.arch->family : "";
@@ -744,6 +748,34 @@ void check_expert_parallel(uint64_t experts, PreflightReport& r) {
                         std::to_string((experts + ep - 1) / ep));
 }
 
+// Block FP8 with static activation scales (quantization_config.activation_scheme other than
+// "dynamic"): the engines whose block kernels quantize activations per token group themselves
+// refuse the config at start-up, before any weight is read, whatever TP and EP are.
+void check_activation_scheme(const Model& m, PreflightReport& r) {
+  if (m.scheme.profile != "fp8-block" || m.activation_scheme.empty() || m.activation_scheme == "dynamic") return;
+  const BlockRule* rule = engine_rules().block_rule("activation_scheme");
+  std::string refused, loads;
+  for (const auto& e : r.engines) {
+    const std::string src = rule && rule->sources.count(e) ? " (" + rule->sources.at(e) + ")" : "";
+    std::string& list = rule_behaviour("activation_scheme", e) == BlockBehaviour::refuse ? refused : loads;
+    list += std::string(list.empty() ? "" : "; ") + e + src;
+  }
+  std::string message = rule ? rule->message : "";
+  if (auto at = message.find("{scheme}"); at != std::string::npos) message.replace(at, 8, m.activation_scheme);
+  const std::string text = "quantization_config.activation_scheme is \"" + m.activation_scheme +
+                           "\" with block FP8 (weight_block_size " + std::to_string(m.scheme.block_rows) + "x" +
+                           std::to_string(m.scheme.block_cols) + ")";
+  if (refused.empty()) {
+    r.findings.info("PREFLIGHT_ACTIVATION_SCHEME", "config.json", "", std::nullopt, text + ": loaded by " + loads);
+    return;
+  }
+  r.findings.error("PREFLIGHT_ACTIVATION_SCHEME", "config.json", "", std::nullopt,
+                   text + ": refused at start-up by " + refused + (message.empty() ? "" : ": \"" + message + "\"") +
+                       (loads.empty() ? "" : "; loaded by " + loads) +
+                       ". No TP or EP degree changes this, nor does `ckpt relayout` (it keeps the quantization). "
+                       "Fix: `ckpt convert IN OUT` (block FP8 -> BF16, exact; the activation scales are dropped)");
+}
+
 // A module the block-FP8 config leaves unquantized by name, whose per-rank rows are no
 // multiple of the block: it loads, but only while the engine matches the exclusion to its own
 // module name. SGLang matches modules_to_not_convert as a substring of its module prefix
@@ -983,7 +1015,8 @@ void per_engine_verdicts(const Analysis& a, PreflightReport& r) {
   std::set<std::string> common;
   for (const auto& f : r.findings.items())
     if (f.severity == Severity::error && f.code != "PREFLIGHT_BLOCK_DIVISIBILITY" &&
-        f.code != "PREFLIGHT_SCALE_ROW_SHARED" && f.code != "PREFLIGHT_KERNEL" && f.code != "PREFLIGHT_EP_SPLIT")
+        f.code != "PREFLIGHT_SCALE_ROW_SHARED" && f.code != "PREFLIGHT_KERNEL" && f.code != "PREFLIGHT_EP_SPLIT" &&
+        f.code != "PREFLIGHT_ACTIVATION_SCHEME")
       common.insert(f.code);
   for (const auto& e : r.engines) {
     std::set<std::string> why = common;
@@ -997,6 +1030,9 @@ void per_engine_verdicts(const Analysis& a, PreflightReport& r) {
       if (k.engine == e && k.support == "refused") why.insert("PREFLIGHT_KERNEL");
     if (r.findings.has_code("PREFLIGHT_EP_SPLIT") && rule_behaviour("expert_count", e) == BlockBehaviour::refuse)
       why.insert("PREFLIGHT_EP_SPLIT");
+    if (r.findings.has_code("PREFLIGHT_ACTIVATION_SCHEME") &&
+        rule_behaviour("activation_scheme", e) == BlockBehaviour::refuse)
+      why.insert("PREFLIGHT_ACTIVATION_SCHEME");
     PreflightEngine v{e, why.empty(), ""};
     for (const auto& c : why) v.why += (v.why.empty() ? "" : ", ") + c;
     r.per_engine.push_back(std::move(v));
@@ -1067,6 +1103,7 @@ PreflightReport preflight(const std::string& path, const PreflightOptions& optio
   summarise_modules(m, weights, a, r);
   check_kernels(weights, m, r);
   check_expert_parallel(routed_experts(weights), r);
+  check_activation_scheme(m, r);
   r.kv = kv_cache_of(m, r);
   check_memory(r);
   r.findings.sort_stable();
