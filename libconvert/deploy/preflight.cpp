@@ -718,18 +718,26 @@ void check_kernels(const std::vector<Weight>& weights, const Model& m, Preflight
   }
 }
 
+// The considered engines by what the rule for `applies` makes them do: those that refuse
+// it, then the others, each "engine (its source)", joined by "; ".
+std::pair<std::string, std::string> engines_by_refusal(const std::string& applies, const PreflightReport& r) {
+  const BlockRule* rule = engine_rules().block_rule(applies);
+  std::string refused, others;
+  for (const auto& e : r.engines) {
+    const std::string src = rule && rule->sources.count(e) ? " (" + rule->sources.at(e) + ")" : "";
+    std::string& list = rule_behaviour(applies, e) == BlockBehaviour::refuse ? refused : others;
+    list += std::string(list.empty() ? "" : "; ") + e + src;
+  }
+  return {refused, others};
+}
+
 // Routed experts are whole per rank under EP: E / EP of them a rank. SGLang and transformers
 // refuse an E that EP does not divide; vLLM gives the first E % EP ranks one expert more.
 void check_expert_parallel(uint64_t experts, PreflightReport& r) {
   const uint32_t ep = r.options.deployment.ep;
   if (ep <= 1 || !experts || experts % ep == 0) return;
   const BlockRule* rule = engine_rules().block_rule("expert_count");
-  std::string refused, uneven;
-  for (const auto& e : r.engines) {
-    const std::string src = rule && rule->sources.count(e) ? " (" + rule->sources.at(e) + ")" : "";
-    std::string& list = rule_behaviour("expert_count", e) == BlockBehaviour::refuse ? refused : uneven;
-    list += std::string(list.empty() ? "" : "; ") + e + src;
-  }
+  const auto [refused, uneven] = engines_by_refusal("expert_count", r);
   std::string eps;
   for (uint32_t d : {2u, 4u, 8u, 16u, 32u, 64u})
     if (experts % d == 0) eps += std::string(eps.empty() ? "" : ", ") + ("--ep " + std::to_string(d));
@@ -754,12 +762,7 @@ void check_expert_parallel(uint64_t experts, PreflightReport& r) {
 void check_activation_scheme(const Model& m, PreflightReport& r) {
   if (m.scheme.profile != "fp8-block" || m.activation_scheme.empty() || m.activation_scheme == "dynamic") return;
   const BlockRule* rule = engine_rules().block_rule("activation_scheme");
-  std::string refused, loads;
-  for (const auto& e : r.engines) {
-    const std::string src = rule && rule->sources.count(e) ? " (" + rule->sources.at(e) + ")" : "";
-    std::string& list = rule_behaviour("activation_scheme", e) == BlockBehaviour::refuse ? refused : loads;
-    list += std::string(list.empty() ? "" : "; ") + e + src;
-  }
+  const auto [refused, loads] = engines_by_refusal("activation_scheme", r);
   std::string message = rule ? rule->message : "";
   if (auto at = message.find("{scheme}"); at != std::string::npos) message.replace(at, 8, m.activation_scheme);
   const std::string text = "quantization_config.activation_scheme is \"" + m.activation_scheme +
