@@ -9,11 +9,15 @@
 #                    behind the writer), so the before/after pair is in one run
 #   BENCH_BASE_CKPT  a ckpt built without the direct writer (e.g. main before issue 33):
 #                    its rows ("base") show the old page-cache writes in the same run
+#   BENCH_JOBS       which jobs run (default "v4 v3 gguf relayout")
 # Baseline: 4 `dd oflag=direct` processes of 64 MiB blocks in parallel writing BENCH_WRITE_GIB
 # GiB in all, fsynced (conv=fsync). Jobs: convert --experts keep / int8-shift / bf16 of a
 # DeepSeek-V4-layout shard (bench/make_data.py: I8+E8M0 MXFP4 experts, F8_E4M3+E8M0
 # linears), convert of a DeepSeek-V3-layout shard (F8_E4M3 + F32 weight_scale_inv), and
-# repack-experts of a qwen3next-like GGUF (bench/make_gguf.py). Input warm in the page cache
+# repack-experts of a qwen3next-like GGUF (bench/make_gguf.py), by default and with
+# --no-source-sha256 (the whole-file SHA-256 is one stream on one core: `openssl dgst -sha256`
+# of the GGUF is printed as that job's second baseline), and relayout --tp 8 of a
+# Qwen3-235B-layout FP8 shard (tools/make_qwen3_moe_fp8.py). Input warm in the page cache
 # for every job. Per job: output bytes, seconds, GB/s, ratio to dd, page-cache growth
 # (/proc/meminfo Cached after - before, as % of the bytes written; other processes on the
 # host add noise) and peak RSS.
@@ -34,9 +38,28 @@ MB=$(python3 -c "print(int($GIB * 1024 * 1.074))")  # >= GIB GiB of input (make_
 V4="$DIR/v4-${GIB}g"; V3="$DIR/v3-${GIB}g"
 LAYERS=$(python3 -c "import math; print(max(1, math.ceil($GIB * 2**30 / 93e6)))")
 GGUF="$DIR/moe-${LAYERS}x64.gguf"
-[ -f "$V4/model.safetensors.index.json" ] || python3 "$HERE/make_data.py" "$V4" 1 "$MB" > /dev/null
-[ -f "$V3/model.safetensors.index.json" ] || BENCH_LAYOUT=v3 python3 "$HERE/make_data.py" "$V3" 1 "$MB" > /dev/null
-[ -f "$GGUF" ] || python3 "$HERE/make_gguf.py" "$GGUF" "$LAYERS" 64 > /dev/null
+QW="$DIR/qwen235b-layout-${GIB}g"
+JOBS=" ${BENCH_JOBS:-v4 v3 gguf relayout} "
+want() { [[ "$JOBS" == *" $1 "* ]]; }
+want v4 && { [ -f "$V4/model.safetensors.index.json" ] || python3 "$HERE/make_data.py" "$V4" 1 "$MB" > /dev/null; }
+want v3 && { [ -f "$V3/model.safetensors.index.json" ] || BENCH_LAYOUT=v3 python3 "$HERE/make_data.py" "$V3" 1 "$MB" > /dev/null; }
+want gguf && { [ -f "$GGUF" ] || python3 "$HERE/make_gguf.py" "$GGUF" "$LAYERS" 64 > /dev/null; }
+if want relayout && [ ! -f "$QW/config.json" ]; then
+  # Qwen3-235B-A22B-FP8's layer shapes (bench/relayout.sh): ~2.55 GB a layer.
+  QL=$(python3 -c "import math; print(max(1, math.ceil($GIB * 2**30 / 2.55e9)))")
+  python3 - "$DIR/qwen235b-layout.json" "$QL" <<'PY'
+import json, sys
+cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "torch_dtype": "bfloat16",
+       "hidden_size": 4096, "num_hidden_layers": int(sys.argv[2]), "vocab_size": 8192,
+       "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 12288,
+       "moe_intermediate_size": 1536, "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
+       "mlp_only_layers": [], "tie_word_embeddings": False, "rms_norm_eps": 1e-06,
+       "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                               "weight_block_size": [128, 128]}}
+json.dump(cfg, open(sys.argv[1], "w"), indent=1)
+PY
+  python3 "$(cd "$HERE/.." && pwd)/tools/make_qwen3_moe_fp8.py" "$DIR/qwen235b-layout.json" "$QW" --shard-gib 16 > /dev/null
+fi
 
 # --- the baseline ------------------------------------------------------------------------
 blocks=$(python3 -c "print(max(1, round($GIB * 1024 / 64 / 4)))")
@@ -91,25 +114,47 @@ paths=(direct)
 BASE=$(readlink -f "${BENCH_BASE_CKPT:-$CKPT}")
 # The binary and flags of one path.
 tool() { if [ "$1" = base ]; then echo "$BASE"; else echo "$CKPT"; fi; }
-cat "$V4"/*.safetensors "$V3"/*.safetensors "$GGUF" > /dev/null  # inputs warm
-for mode in keep int8-shift bf16; do
+want v4 && for mode in keep int8-shift bf16; do
   for p in "${paths[@]}"; do
     flag=(); [ "$p" = buffered ] && flag=(--buffered)
     cat "$V4"/*.safetensors > /dev/null
     run_job "convert V4 --experts $mode" "$p" "$DIR/out" "$(tool "$p")" convert -q "${flag[@]}" --experts "$mode" "$V4" "$DIR/out"
   done
 done
-for p in "${paths[@]}"; do
+want v3 && for p in "${paths[@]}"; do
   flag=(); [ "$p" = buffered ] && flag=(--buffered)
   cat "$V3"/*.safetensors > /dev/null
   run_job "convert V3 layout" "$p" "$DIR/out" "$(tool "$p")" convert -q "${flag[@]}" "$V3" "$DIR/out"
 done
-for p in "${paths[@]}"; do
-  flag=(); [ "$p" = buffered ] && flag=(--buffered)
+if want gguf; then
+  for p in "${paths[@]}"; do
+    flag=(); [ "$p" = buffered ] && flag=(--buffered)
+    cat "$GGUF" > /dev/null
+    run_job "repack-experts GGUF" "$p" "$DIR/out" "$(tool "$p")" repack-experts -q "${flag[@]}" "$GGUF" "$DIR/out"
+  done
+  for p in buffered direct; do
+    [ "$p" = buffered ] && [ "$BEFORE" = 0 ] && continue
+    flag=(); [ "$p" = buffered ] && flag=(--buffered)
+    cat "$GGUF" > /dev/null
+    run_job "repack-experts --no-source-sha256" "$p" "$DIR/out" "$CKPT" repack-experts -q --no-source-sha256 "${flag[@]}" \
+      "$GGUF" "$DIR/out"
+  done
+fi
+if want relayout; then
+  for p in "${paths[@]}"; do
+    [ "$p" = base ] && continue  # relayout came after the base binary's commit
+    flag=(); [ "$p" = buffered ] && flag=(--buffered)
+    cat "$QW"/*.safetensors > /dev/null
+    run_job "relayout --tp 8 (Qwen3-235B layout)" "$p" "$DIR/out" "$CKPT" relayout -q --tp 8 "${flag[@]}" "$QW" "$DIR/out"
+  done
+fi
+echo "(cache growth = /proc/meminfo Cached after - before, % of output bytes; base: a ckpt from before the direct writer, which had no relayout)"
+if want gguf; then
+  # The one-stream bound of a default repack: its whole-file SHA-256 of the source.
   cat "$GGUF" > /dev/null
-  run_job "repack-experts GGUF" "$p" "$DIR/out" "$(tool "$p")" repack-experts -q "${flag[@]}" "$GGUF" "$DIR/out"
-done
-echo "(relayout: not in this branch; cache growth = /proc/meminfo Cached after - before, % of output bytes)"
+  t0=$(date +%s.%N); openssl dgst -sha256 "$GGUF" > /dev/null; t1=$(date +%s.%N)
+  python3 -c "s = $(stat -c %s "$GGUF"); t = $t1 - $t0; print(f'openssl dgst -sha256 of the GGUF ({s / 1e9:.2f} GB, one stream): {t:.2f} s = {s / t / 1e9:.2f} GB/s = {s / t / 1e9 / $dd_gbs:.2f} x dd (the bound of a repack that writes source.sha256)')"
+fi
 
 # The writer's pool of pwrite threads against io_uring, same buffers, same requests in flight.
 if [ -f /usr/include/liburing.h ] && command -v g++ > /dev/null; then

@@ -52,27 +52,45 @@ def shard_files(path):
     return sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
 
 
-def fp8_pairs(path):
-    """(weight name, scale name, shard) of every F8_E4M3 weight with a block scale."""
-    out = []
+def shard_of_tensor(path):
+    """Every tensor name of the checkpoint -> the shard holding it (a weight's scale may be in
+    another shard than the weight: the DeepSeek-V3 fixture has such pairs)."""
+    where = {}
     for f in shard_files(path):
         with safe_open(os.path.join(path, f), framework="pt") as s:
-            keys = set(s.keys())
-        for k in keys:
-            if k.endswith(".weight") and k[:-7] + ".weight_scale_inv" in keys:
-                out.append((k, k[:-7] + ".weight_scale_inv", f))
-    return out
+            for k in s.keys():
+                where[k] = f
+    return where
+
+
+def fp8_pairs(path):
+    """(weight name, weight shard, scale name, scale shard) of every weight with a block scale."""
+    where = shard_of_tensor(path)
+    return [(k, f, k[:-7] + ".weight_scale_inv", where[k[:-7] + ".weight_scale_inv"])
+            for k, f in sorted(where.items()) if k.endswith(".weight") and k[:-7] + ".weight_scale_inv" in where]
+
+
+def shape_of(path, shard, name):
+    with safe_open(os.path.join(path, shard), framework="pt") as h:
+        return h.get_slice(name).get_shape()
+
+
+def grid_differs(n, scales, block):
+    """Whether an axis of n elements with `scales` scale entries maps some element to another
+    scale under transformers' derived block (n // scales) than under the true one."""
+    derived = n // scales
+    return derived == 0 or any(i // derived != i // block for i in range(n))
 
 
 def ragged(path):
-    """The FP8 weights whose block transformers would derive wrongly (rows // scale_rows != block_n ...)."""
+    """The FP8 weights whose block transformers derives wrongly (rows / scale_rows, cols / scale_cols)
+    in a way that changes which scale some element takes."""
     bn, bk = block_of(path)
     bad = []
-    for w, s, f in fp8_pairs(path):
-        with safe_open(os.path.join(path, f), framework="pt") as h:
-            rows, cols = h.get_slice(w).get_shape()
-            sr, sc = h.get_slice(s).get_shape()
-        if rows // sr != bn or cols // sc != bk:
+    for w, wf, s, sf in fp8_pairs(path):
+        rows, cols = shape_of(path, wf, w)
+        sr, sc = shape_of(path, sf, s)
+        if grid_differs(rows, sr, bn) or grid_differs(cols, sc, bk):
             bad.append(f"{w} [{rows}, {cols}] with scales [{sr}, {sc}]: transformers derives block "
                        f"{rows // sr}x{cols // sc}, the checkpoint's is {bn}x{bk}")
     return bad
@@ -81,6 +99,7 @@ def ragged(path):
 def exact_bf16_copy(path, dst):
     """path dequantized with exact arithmetic and its true block into a BF16 checkpoint at dst."""
     bn, bk = block_of(path)
+    where = shard_of_tensor(path)
     os.makedirs(dst, exist_ok=True)
     for f in shard_files(path):
         tensors = {}
@@ -92,7 +111,8 @@ def exact_bf16_copy(path, dst):
                 t = h.get_tensor(k)
                 if t.dtype == torch.float8_e4m3fn:
                     sname = k[:-7] + ".weight_scale_inv"
-                    scale = h.get_tensor(sname).to(torch.float32)
+                    with safe_open(os.path.join(path, where[sname]), framework="pt") as hs:
+                        scale = hs.get_tensor(sname).to(torch.float32)
                     rows, cols = t.shape
                     grid = scale.repeat_interleave(bn, 0)[:rows].repeat_interleave(bk, 1)[:, :cols]
                     t = (t.to(torch.float32) * grid).to(torch.bfloat16)  # one f32 multiply, one RNE
@@ -116,6 +136,18 @@ def load(path, quantized=True):
     return AutoModelForCausalLM.from_pretrained(path, **kw).state_dict()
 
 
+def transformers_on_ragged_in(exact):
+    """What transformers' own load of a ragged IN gives against the exact reference: the
+    evidence that it is not the reference there (its parameters that differ, or its error)."""
+    try:
+        own = load(IN, True)
+    except Exception as e:  # its derived block may not even fit the weight
+        return f"transformers' own load of IN fails: {type(e).__name__}: {str(e)[:200]}"
+    differ = [n for n in exact if n in own and (own[n].shape != exact[n].shape or not torch.equal(own[n], exact[n]))]
+    return (f"transformers' own load of IN differs from IN's exact dequantization in {len(differ)} of {len(exact)} "
+            f"parameters (its ragged-grid block), e.g. {differ[:2]}")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="relayout-client-")
     try:
@@ -136,6 +168,8 @@ def main():
             exact_bf16_copy(OUT, os.path.join(tmp, "out-exact"))
             candidate, cand_quantized, cwhat = os.path.join(tmp, "out-exact"), False, "OUT dequantized exactly"
         a, b = load(reference, ref_quantized), load(candidate, cand_quantized)
+        if bad_in:
+            print(transformers_on_ragged_in(a))
         mismatches = 0
         for name in sorted(set(a) | set(b)):
             if name not in a or name not in b:

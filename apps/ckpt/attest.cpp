@@ -109,19 +109,30 @@ bool apply_convert_options(const std::vector<ConversionOption>& options, ckpt::C
   return true;
 }
 
-std::vector<ConversionOption> repack_options_recorded(uint64_t align, const std::string& a_log, uint64_t tree_chunk) {
-  return {{"a-log", a_log}, {"align", std::to_string(align)}, {"tree-chunk", std::to_string(tree_chunk)}};
+std::vector<ConversionOption> repack_options_recorded(uint64_t align, const std::string& a_log, uint64_t tree_chunk,
+                                                      bool source_sha256) {
+  std::vector<ConversionOption> recorded{
+      {"a-log", a_log}, {"align", std::to_string(align)}, {"tree-chunk", std::to_string(tree_chunk)}};
+  // Recorded only when it is not the default, so a default repack's provenance stays what
+  // earlier versions wrote (and can --recompute).
+  if (!source_sha256) recorded.emplace_back("source-sha256", "no");
+  return recorded;
 }
 
-bool apply_repack_options(const std::vector<ConversionOption>& options, ckpt::RepackOptions& o, std::string& error) {
-  if (!only_known("repack-experts", options, {"a-log", "align", "tree-chunk"}, error)) return false;
+bool apply_repack_options(std::vector<ConversionOption> options, ckpt::RepackOptions& o, std::string& error) {
+  // Absent: the default (a provenance of a default repack, or written before the option).
+  if (!option_value(options, "source-sha256")) options.emplace_back("source-sha256", "yes");
+  if (!only_known("repack-experts", options, {"a-log", "align", "tree-chunk", "source-sha256"}, error)) return false;
   const std::string& a_log = *option_value(options, "a-log");
-  if (!one_of(a_log, {"fix", "keep"}) || !parse_unsigned(*option_value(options, "align"), o.align) ||
+  const std::string& source_sha256 = *option_value(options, "source-sha256");
+  if (!one_of(a_log, {"fix", "keep"}) || !one_of(source_sha256, {"yes", "no"}) ||
+      !parse_unsigned(*option_value(options, "align"), o.align) ||
       !parse_unsigned(*option_value(options, "tree-chunk"), o.tree_chunk)) {
     error = "the recorded repack-experts options are not values repack-experts accepts";
     return false;
   }
   o.fix_a_log = a_log == "fix";
+  o.source_sha256 = source_sha256 == "yes";
   return true;
 }
 

@@ -21,7 +21,7 @@ struct RepackArgs {
   std::string input, out_dir, a_log = "fix";
   uint64_t align = 4096;
   uint64_t tree_chunk = ckpt::kSha256TreeDefaultChunk;
-  bool overwrite = false, buffered = false;
+  bool overwrite = false, buffered = false, no_source_sha256 = false;
   std::string sign_key;  // --sign-key
   CommonFlags c;
 };
@@ -40,8 +40,9 @@ void print_summary(const ckpt::RepackReport& r, std::ostream& out) {
       << r.a_log << (r.a_log_tensors ? " (" + std::to_string(r.a_log_tensors) + " tensors rewritten)" : "") << "\n";
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
-  out << "  source sha256 " << r.source_sha256;
-  if (!r.source_tree_root.empty()) out << ", sha256 tree root " << r.source_tree_root << " (chunks of " << r.tree_chunk << " B)";
+  out << "  source";
+  if (!r.source_sha256.empty()) out << " sha256 " << r.source_sha256 << (r.source_tree_root.empty() ? "" : ",");
+  if (!r.source_tree_root.empty()) out << " sha256 tree root " << r.source_tree_root << " (chunks of " << r.tree_chunk << " B)";
   out << ", " << secs << " s\n";
 }
 
@@ -54,7 +55,7 @@ ckpt::Outcome run_repack(const RepackArgs& a) {
   ckpt::RepackOptions o;
   o.overwrite = a.overwrite;
   // The options that determine OUT_DIR, applied through the mapping a provenance records them by.
-  const auto recorded = repack_options_recorded(a.align, a.a_log, a.tree_chunk);
+  const auto recorded = repack_options_recorded(a.align, a.a_log, a.tree_chunk, !a.no_source_sha256);
   if (std::string error; !apply_repack_options(recorded, o, error)) return usage_error(kRepack, error);
   if (auto o = check_sign_key(kRepack, a.sign_key); o != ckpt::Outcome::ok) return o;
   if (!a.sign_key.empty()) {
@@ -95,6 +96,9 @@ Command add_repack_command(CLI::App& app) {
   c.sub->add_option("--tree-chunk", args->tree_chunk,
                     "chunk size of the source's SHA-256 tree in the manifest: a power of two, 65536 .. 1073741824 "
                     "(default 67108864), or 0 for none");
+  c.sub->add_flag("--no-source-sha256", args->no_source_sha256,
+                  "leave the source's whole-file SHA-256 out of the manifest (one stream on one core, the bound of "
+                  "a repack on a fast disk): the SHA-256 tree, hashed on every core, names the source alone");
   c.sub->add_flag("--overwrite", args->overwrite, "allow a non-empty output directory");
   add_buffered(c.sub, args->buffered);
   add_sign_key_option(c.sub, args->sign_key);

@@ -267,20 +267,23 @@ ckpt::oms::VerifyOptions verify_options(const SignatureFlags& flags, const std::
 }
 }  // namespace
 
-bool check_signature_bundle(const SignatureFlags& flags, ckpt::Findings& findings, bool& usage) {
-  ckpt::oms::VerifyResult r;
-  const bool ok = ckpt::oms::verify_bundle(verify_options(flags, ""), r);
-  findings.append(r.findings);
-  usage = r.usage;
+bool check_signature_bundle(const SignatureFlags& flags, ckpt::oms::VerifyResult& verified, ckpt::Findings& findings,
+                            bool& usage) {
+  verified = ckpt::oms::VerifyResult{};
+  const bool ok = ckpt::oms::verify_bundle(verify_options(flags, ""), verified);
+  findings.append(verified.findings);
+  verified.findings = ckpt::Findings{};  // reported here, once
+  usage = verified.usage;
   return ok;
 }
 
-bool check_signature_of_conversion(const SignatureFlags& flags, const std::string& model,
-                                   const std::vector<ckpt::HashedFile>& read, ckpt::Findings& findings, bool& usage) {
+bool check_signature_of_conversion(const SignatureFlags& flags, const ckpt::oms::VerifyResult& verified,
+                                   const std::string& model, const std::vector<ckpt::HashedFile>& read,
+                                   ckpt::Findings& findings, bool& usage) {
   ckpt::oms::VerifyOptions o = verify_options(flags, model);
   for (const auto& h : read)
     if (h.error.empty()) o.known_sha256.emplace(h.name, h.sha256);
-  const ckpt::oms::VerifyResult r = ckpt::oms::verify_signature(o);
+  const ckpt::oms::VerifyResult r = ckpt::oms::verify_files(o, verified);
   findings.append(r.findings);
   usage = r.usage;
   if (r.verified)

@@ -12,7 +12,9 @@
 #include "core/outcome.h"
 #include "core/progress.h"
 #include "io/lockstep_hasher.h"
+#include "sign/oms_verify.h"
 #include "sign/provenance.h"
+#include "validate/hub_list.h"
 
 namespace ckpt {
 struct ConvertOptions;
@@ -60,22 +62,28 @@ ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::strin
 // `convert --expect-signature`, in two steps. Before the conversion: the bundle verified
 // without reading the model (oms/oms_verify.h verify_bundle: trust, DSSE, statement),
 // so a bundle that cannot verify is refused before anything is written (false with its
-// findings; usage: the trust given could not be used). Once every shard is written: the
-// whole §8 check, the input shards' digests taken from the conversion's own lockstep read
-// (ConvertReport::input_sha256) and every other signed file hashed here; true when it
-// verifies (an OMS_VERIFIED info saying how many files came from the conversion's read).
-bool check_signature_bundle(const SignatureFlags& flags, ckpt::Findings& findings, bool& usage);
-bool check_signature_of_conversion(const SignatureFlags& flags, const std::string& model,
-                                   const std::vector<ckpt::HashedFile>& read, ckpt::Findings& findings, bool& usage);
+// findings; usage: the trust given could not be used); `verified` keeps its statement.
+// Once every shard is written: the model's files checked against that statement
+// (verify_files: the bundle is not read or its signature checked again), the input
+// shards' digests taken from the conversion's own lockstep read (ConvertReport::input_sha256)
+// and every other signed file hashed here; true when it verifies (an OMS_VERIFIED info
+// saying how many files came from the conversion's read).
+bool check_signature_bundle(const SignatureFlags& flags, ckpt::oms::VerifyResult& verified, ckpt::Findings& findings,
+                            bool& usage);
+bool check_signature_of_conversion(const SignatureFlags& flags, const ckpt::oms::VerifyResult& verified,
+                                   const std::string& model, const std::vector<ckpt::HashedFile>& read,
+                                   ckpt::Findings& findings, bool& usage);
 
-// `convert --hub-sha256 LIST` (apps/ckpt/hub_check.cpp): the list read and parsed before
-// the conversion (false with HUB_LIST_* / IO_READ findings when unusable); once every shard
-// is written, IN checked against it, the shards' digests taken from the conversion's own
-// lockstep read and every other listed file hashed here. Appends the HUB_* / IO_* findings
-// and returns whether every shard is listed and every listed file present with its SHA-256.
-bool hub_list_usable(const std::string& list, ckpt::Findings& findings);
-bool check_hub_list_of_conversion(const std::string& list, const std::string& model,
-                                  const std::vector<ckpt::HashedFile>& read, ckpt::Findings& findings);
+// `convert --hub-sha256 LIST` (apps/ckpt/hub_check.cpp): the list read and parsed once,
+// before the conversion (false with HUB_LIST_* / IO_READ findings when unusable; `entries`
+// holds it otherwise); once every shard is written, IN checked against those entries, the
+// shards' digests taken from the conversion's own lockstep read and every other listed file
+// hashed here. Appends the HUB_* / IO_* findings and returns whether every shard is listed
+// and every listed file present with its SHA-256.
+bool hub_list_usable(const std::string& list, std::vector<ckpt::HubListEntry>& entries, ckpt::Findings& findings);
+bool check_hub_list_of_conversion(const std::string& list, const std::vector<ckpt::HubListEntry>& entries,
+                                  const std::string& model, const std::vector<ckpt::HashedFile>& read,
+                                  ckpt::Findings& findings);
 
 // Conversion attestations (apps/ckpt/attest.cpp, sign/provenance.h). `--sign-key KEY.pem`
 // of a converting command; each command's options as its provenance records them and
@@ -89,10 +97,11 @@ std::vector<ckpt::oms::ConversionOption> convert_options_recorded(const std::str
                                                                   const std::string& rounding);
 bool apply_convert_options(const std::vector<ckpt::oms::ConversionOption>& options, ckpt::ConvertOptions& o,
                            std::string& error);
+// repack's: a-log, align, tree-chunk, and source-sha256 "no" only for --no-source-sha256
+// (absent means the default, as every provenance written before it has it).
 std::vector<ckpt::oms::ConversionOption> repack_options_recorded(uint64_t align, const std::string& a_log,
-                                                                 uint64_t tree_chunk);
-bool apply_repack_options(const std::vector<ckpt::oms::ConversionOption>& options, ckpt::RepackOptions& o,
-                          std::string& error);
+                                                                 uint64_t tree_chunk, bool source_sha256);
+bool apply_repack_options(std::vector<ckpt::oms::ConversionOption> options, ckpt::RepackOptions& o, std::string& error);
 // relayout's recorded options: --tp, --ep, --engine (comma-joined), --min-block, --block
 // ("" = chosen), --bf16 (newline-joined patterns).
 struct RelayoutRecorded {

@@ -14,7 +14,7 @@
 
 namespace ckptcli {
 
-bool hub_list_usable(const std::string& list, ckpt::Findings& findings) {
+bool hub_list_usable(const std::string& list, std::vector<ckpt::HubListEntry>& entries, ckpt::Findings& findings) {
   std::string text;
   ckpt::IoError err;
   if (!ckpt::read_input_file(list, ckpt::kMaxHubListBytes, text, err)) {
@@ -22,15 +22,15 @@ bool hub_list_usable(const std::string& list, ckpt::Findings& findings) {
                    "cannot read the hash list " + list + ": " + err.message);
     return false;
   }
-  std::vector<ckpt::HubListEntry> entries;
   return ckpt::parse_hub_list(text, list, entries, findings);
 }
 
-bool check_hub_list_of_conversion(const std::string& list, const std::string& model,
-                                  const std::vector<ckpt::HashedFile>& read, ckpt::Findings& findings) {
+bool check_hub_list_of_conversion(const std::string& list, const std::vector<ckpt::HubListEntry>& entries,
+                                  const std::string& model, const std::vector<ckpt::HashedFile>& read,
+                                  ckpt::Findings& findings) {
   ckpt::ValidationReport r;
   for (const auto& h : read) r.files.push_back(ckpt::FileReport{h.name, h.size, h.sha256, "", ""});
-  ckpt::check_hub_list(list, model, /*every_shard=*/true, r);
+  ckpt::check_hub_entries(entries, list, model, /*every_shard=*/true, r);
   bool ok = true;
   uint64_t checked = 0;
   for (const ckpt::Finding& f : r.findings.items()) {

@@ -230,6 +230,8 @@ Outcome run_convert(const ConvertArgs& a) {
   // the input (ConvertOptions::hash_inputs), and the checks run once every shard is written.
   // OUT is finalized only when every one passed (each runs, whatever the others say).
   std::vector<std::function<bool(ckpt::ConvertReport&)>> input_checks;
+  std::vector<ckpt::HubListEntry> hub_entries;  // --hub-sha256, parsed once before the conversion
+  ckpt::oms::VerifyResult expected_bundle;       // --expect-signature, verified once before the conversion
   if (a.expect.active()) {
     if (!a.expect.complete())
       return ckptcli::usage_error(kConvert, "--expect-signature BUNDLE needs --public-key PUB.pem or --cert-chain CA.pem");
@@ -237,15 +239,16 @@ Outcome run_convert(const ConvertArgs& a) {
       return ckptcli::usage_error(kConvert, "--expect-signature checks a whole conversion (not --dry-run, --partition or --finalize)");
     ckpt::Findings bundle_findings;
     bool usage = false;
-    if (!ckptcli::check_signature_bundle(a.expect, bundle_findings, usage)) {  // refused before anything is written
+    if (!ckptcli::check_signature_bundle(a.expect, expected_bundle, bundle_findings, usage)) {  // refused before anything is written
       ckptcli::print_findings(kConvert, bundle_findings);
       std::cerr << kConvert << ": the signature bundle " << ckpt::display_escape(a.expect.bundle)
                 << " does not verify; nothing was written\n";
       return usage ? Outcome::usage : ckpt::worse(ckpt::outcome_of(bundle_findings), Outcome::findings);
     }
-    input_checks.push_back([&a](ckpt::ConvertReport& r) {
+    input_checks.push_back([&a, &expected_bundle](ckpt::ConvertReport& r) {
       bool usage = false;
-      if (ckptcli::check_signature_of_conversion(a.expect, a.input, r.input_sha256, r.findings, usage)) return true;
+      if (ckptcli::check_signature_of_conversion(a.expect, expected_bundle, a.input, r.input_sha256, r.findings, usage))
+        return true;
       r.status = usage ? ckpt::ConvertStatus::usage_error
                  : r.findings.has_io_errors() ? ckpt::ConvertStatus::io_error
                                               : ckpt::ConvertStatus::input_error;
@@ -259,12 +262,13 @@ Outcome run_convert(const ConvertArgs& a) {
     if (a.dry_run || !a.partition.empty() || a.finalize)
       return ckptcli::usage_error(kConvert, "--hub-sha256 checks a whole conversion (not --dry-run, --partition or --finalize)");
     ckpt::Findings list_findings;
-    if (!ckptcli::hub_list_usable(a.hub_sha256, list_findings)) {  // refused before anything is written
+    if (!ckptcli::hub_list_usable(a.hub_sha256, hub_entries, list_findings)) {  // refused before anything is written
       ckptcli::print_findings(kConvert, list_findings);
       return ckpt::worse(ckpt::outcome_of(list_findings), Outcome::findings);
     }
-    input_checks.push_back([&a](ckpt::ConvertReport& r) {
-      if (ckptcli::check_hub_list_of_conversion(a.hub_sha256, a.input, r.input_sha256, r.findings)) return true;
+    input_checks.push_back([&a, &hub_entries](ckpt::ConvertReport& r) {
+      if (ckptcli::check_hub_list_of_conversion(a.hub_sha256, hub_entries, a.input, r.input_sha256, r.findings))
+        return true;
       if (r.status == ckpt::ConvertStatus::ok)
         r.status = r.findings.has_io_errors() ? ckpt::ConvertStatus::io_error : ckpt::ConvertStatus::input_error;
       r.findings.error("CONVERT_HUB_SHA256", a.hub_sha256, "", std::nullopt,

@@ -719,16 +719,21 @@ void check_kernels(const std::vector<Weight>& weights, const Model& m, Preflight
 }
 
 // The considered engines by what the rule for `applies` makes them do: those that refuse
-// it, then the others, each "engine (its source)", joined by "; ".
-std::pair<std::string, std::string> engines_by_refusal(const std::string& applies, const PreflightReport& r) {
-  const BlockRule* rule = engine_rules().block_rule(applies);
+// it, then the others, each "engine (its source)", joined by "; ", with the rule itself
+// (null when engines.json has none) for the caller's message.
+struct EnginesByRefusal {
+  const BlockRule* rule = nullptr;
   std::string refused, others;
+};
+
+EnginesByRefusal engines_by_refusal(const std::string& applies, const PreflightReport& r) {
+  EnginesByRefusal by{engine_rules().block_rule(applies), "", ""};
   for (const auto& e : r.engines) {
-    const std::string src = rule && rule->sources.count(e) ? " (" + rule->sources.at(e) + ")" : "";
-    std::string& list = rule_behaviour(applies, e) == BlockBehaviour::refuse ? refused : others;
+    const std::string src = by.rule && by.rule->sources.count(e) ? " (" + by.rule->sources.at(e) + ")" : "";
+    std::string& list = rule_behaviour(applies, e) == BlockBehaviour::refuse ? by.refused : by.others;
     list += std::string(list.empty() ? "" : "; ") + e + src;
   }
-  return {refused, others};
+  return by;
 }
 
 // Routed experts are whole per rank under EP: E / EP of them a rank. SGLang and transformers
@@ -736,8 +741,10 @@ std::pair<std::string, std::string> engines_by_refusal(const std::string& applie
 void check_expert_parallel(uint64_t experts, PreflightReport& r) {
   const uint32_t ep = r.options.deployment.ep;
   if (ep <= 1 || !experts || experts % ep == 0) return;
-  const BlockRule* rule = engine_rules().block_rule("expert_count");
-  const auto [refused, uneven] = engines_by_refusal("expert_count", r);
+  const EnginesByRefusal by = engines_by_refusal("expert_count", r);
+  const BlockRule* rule = by.rule;
+  const std::string& refused = by.refused;
+  const std::string& uneven = by.others;
   std::string eps;
   for (uint32_t d : {2u, 4u, 8u, 16u, 32u, 64u})
     if (experts % d == 0) eps += std::string(eps.empty() ? "" : ", ") + ("--ep " + std::to_string(d));
@@ -761,8 +768,10 @@ void check_expert_parallel(uint64_t experts, PreflightReport& r) {
 // refuse the config at start-up, before any weight is read, whatever TP and EP are.
 void check_activation_scheme(const Model& m, PreflightReport& r) {
   if (m.scheme.profile != "fp8-block" || m.activation_scheme.empty() || m.activation_scheme == "dynamic") return;
-  const BlockRule* rule = engine_rules().block_rule("activation_scheme");
-  const auto [refused, loads] = engines_by_refusal("activation_scheme", r);
+  const EnginesByRefusal by = engines_by_refusal("activation_scheme", r);
+  const BlockRule* rule = by.rule;
+  const std::string& refused = by.refused;
+  const std::string& loads = by.others;
   std::string message = rule ? rule->message : "";
   if (auto at = message.find("{scheme}"); at != std::string::npos) message.replace(at, 8, m.activation_scheme);
   const std::string text = "quantization_config.activation_scheme is \"" + m.activation_scheme +

@@ -150,15 +150,20 @@ bool ManifestReader::read_files(simdjson::dom::element root, PackManifest& m) {
     return false;
   }
   std::string path, name;
+  // The source is named by its whole-file SHA-256, its SHA-256 tree, or both (a pack made
+  // with --no-source-sha256 has the tree alone); a manifest with neither names no source.
+  const bool has_sha256 = json_get(source, "sha256").has_value();
+  const bool has_tree = json_get(source, "sha256_tree").has_value();
   bool ok = all_of({str(source, "$.source", "path", path),
                     str(source, "$.source", "name", name),
-                    str(source, "$.source", "sha256", m.source_sha256),
+                    (!has_sha256 && has_tree) || str(source, "$.source", "sha256", m.source_sha256),
                     u64(source, "$.source", "size", kMaxBytes, m.source_size)});
   ok = all_of({ok, str(experts, "$.experts_file", "name", m.experts_name),
                u64(experts, "$.experts_file", "size", kMaxBytes, m.experts_size)});
   ok = all_of({ok, str(dense, "$.dense_file", "name", m.dense_name),
                u64(dense, "$.dense_file", "size", kMaxBytes, m.dense_size)});
-  if (ok && !is_hex_digest(m.source_sha256, 64)) ok = bad("$.source.sha256", "is not 64 lowercase hex digits");
+  if (ok && has_sha256 && !is_hex_digest(m.source_sha256, 64))
+    ok = bad("$.source.sha256", "is not 64 lowercase hex digits");
   if (json_get(source, "sha256_tree")) {
     PackSourceTree tree;
     // Its chunk count follows from source.size: only checked against a size that parsed.

@@ -216,6 +216,11 @@ bool RepackJob::check_options() {
                 "--align " + std::to_string(a) + " is not a power of two between " + std::to_string(kRepackMinAlign) +
                     " and " + std::to_string(kRepackMaxAlign));
   }
+  if (!options_.source_sha256 && options_.tree_chunk == 0) {
+    return fail(kRepackUsage, "REPACK_NO_SOURCE_IDENTITY", "", "", std::nullopt,
+                "--no-source-sha256 with --tree-chunk 0 leaves the manifest without its source's identity: keep "
+                "one of the two");
+  }
   if (options_.tree_chunk != 0 && !sha256_tree_chunk_size_ok(options_.tree_chunk)) {
     return fail(kRepackUsage, "REPACK_BAD_TREE_CHUNK", "", "", std::nullopt,
                 "--tree-chunk " + std::to_string(options_.tree_chunk) + " is not 0 or a power of two between " +
@@ -478,11 +483,13 @@ bool RepackJob::scan_ssm_a(const GgufTensorInfo& t) {
 }
 
 void RepackJob::start_source_hash() {
-  hashes_running_ = options_.tree_chunk != 0 ? 2 : 1;
-  hash_thread_ = std::thread([this] {
-    hash_source();
-    --hashes_running_;
-  });
+  hashes_running_ = (options_.source_sha256 ? 1 : 0) + (options_.tree_chunk != 0 ? 1 : 0);
+  if (options_.source_sha256) {
+    hash_thread_ = std::thread([this] {
+      hash_source();
+      --hashes_running_;
+    });
+  }
   if (options_.tree_chunk == 0) return;
   tree_thread_ = std::thread([this] {
     hash_source_tree();
@@ -530,7 +537,7 @@ bool RepackJob::finish_source_hash() {
     add_progress(0);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  hash_thread_.join();
+  if (hash_thread_.joinable()) hash_thread_.join();
   if (tree_thread_.joinable()) tree_thread_.join();
   add_progress(0);
   if (!hash_error_.empty()) return io_fail("IO_READ", in_, "cannot hash " + in_ + ": " + hash_error_);
@@ -718,7 +725,8 @@ std::string RepackJob::manifest_json() const {
   w.key("schema").value(kPackManifestSchema);
   w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(CKPT_VERSION).end_object();
   w.key("source").begin_object().key("path").value(in_).key("name").value(fs::path(in_).filename().string());
-  w.key("size").value(src_.size()).key("sha256").value(r_.source_sha256);
+  w.key("size").value(src_.size());
+  if (options_.source_sha256) w.key("sha256").value(r_.source_sha256);
   if (options_.tree_chunk != 0) {
     w.key("sha256_tree").begin_object().key("scheme").value(kSha256TreeScheme);
     w.key("chunk_size").value(options_.tree_chunk).key("root").value(sha256_hex(tree_root_)).key("chunks").begin_array();
@@ -773,7 +781,8 @@ void RepackJob::run() {
   src_.advise_sequential();
   uint64_t dense_data = 0;
   for (const auto* t : dense_) dense_data += t->nbytes;  // each within the file: no overflow
-  total_work_ = src_.size() * (options_.tree_chunk != 0 ? 2 : 1) + experts_size_ + dense_data;
+  total_work_ = src_.size() * ((options_.source_sha256 ? 1 : 0) + (options_.tree_chunk != 0 ? 1 : 0)) + experts_size_ +
+                dense_data;
   AtomicOutput experts((fs::path(out_dir_) / kPackExpertsFile).string(), mode_, OutputUse::bulk);
   AtomicOutput dense((fs::path(out_dir_) / kPackDenseFile).string(), mode_, OutputUse::bulk);
   std::string error;
@@ -814,7 +823,7 @@ std::string repack_report_json(const RepackReport& r) {
   w.key("tool").begin_object().key("name").value("ckptkit").key("version").value(kVersion).key("commit").value(build_commit()).end_object();
   w.key("input").value(r.input).key("out_dir").value(r.out_dir).key("status").value(outcome_name(repack_outcome(r.status)));
   w.key("options").begin_object().key("align").value(r.align).key("a_log").value(r.a_log).end_object();
-  w.key("source_sha256").value(r.source_sha256);
+  w.key("source_sha256").value(r.source_sha256);  // "" when not computed (--no-source-sha256, or a failure)
   if (!r.source_tree_root.empty()) {
     w.key("source_sha256_tree").begin_object().key("scheme").value(kSha256TreeScheme);
     w.key("chunk_size").value(r.tree_chunk).key("root").value(r.source_tree_root).end_object();

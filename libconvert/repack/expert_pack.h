@@ -33,6 +33,11 @@ struct RepackOptions {
   // of two in [kSha256TreeMinChunk, kSha256TreeMaxChunk], or 0 for none (a manifest as
   // written before the tree, which validators check with the serial SHA-256).
   uint64_t tree_chunk = kSha256TreeDefaultChunk;
+  // The whole-file SHA-256 of the source in the manifest (what `sha256sum` and the Hub
+  // print). It is one stream on one core: on a disk faster than that core's SHA-256 it is
+  // the bound of the whole repack (docs/benchmarks.md). false (--no-source-sha256) leaves it
+  // out and the tree, hashed on every core, names the source alone; it needs tree_chunk != 0.
+  bool source_sha256 = true;
   // (bytes done, bytes total) over everything read and written; may be empty.
   std::function<void(uint64_t done, uint64_t total)> progress;
   // Called under OUT_DIR's lock once the manifest (the pack's last file) is written, before
@@ -67,7 +72,7 @@ struct RepackLayerStats {
 struct RepackReport {
   int status = kRepackOk;
   Findings findings;
-  std::string input, out_dir, source_sha256, a_log;  // a_log: "fixed" or "kept"
+  std::string input, out_dir, source_sha256, a_log;  // a_log: "fixed" or "kept"; source_sha256: "" when not asked
   std::string source_tree_root;                       // the SHA-256 tree's root; "" without one
   uint64_t align = 0, tree_chunk = 0;                 // tree_chunk: 0 without a tree
   std::vector<RepackLayerStats> layers;

@@ -379,7 +379,9 @@ void PackValidator::check_dense() {
 // exists to avoid, so only when asked for): a pack must not vouch for a digest nobody checked.
 bool PackValidator::reference_identity(const MappedFile& ref, bool deep, Findings& f) const {
   if (!m_.source_tree) return reference_sha256(ref, f);
-  return reference_tree(ref, *m_.source_tree, f) && (!deep || reference_sha256(ref, f));
+  // --deep recomputes the whole-file SHA-256 too, where the manifest records one (a pack
+  // made with --no-source-sha256 names its source by the tree alone).
+  return reference_tree(ref, *m_.source_tree, f) && (!deep || m_.source_sha256.empty() || reference_sha256(ref, f));
 }
 
 // Every chunk of the reference hashed by one task; a mismatch names the first chunk that

@@ -33,6 +33,12 @@ class Verifier {
     r_.verified = !f_.has_errors();
   }
 
+  // The model's files against a statement whose signature was verified earlier.
+  void files(const Statement& st) {
+    check_manifest(st);
+    r_.verified = !f_.has_errors();
+  }
+
   // The envelope alone (trust, bundle, method, payload type, the DSSE signature): for a
   // bundle whose payload is not the OMS predicate (a conversion's provenance).
   bool envelope(std::string& payload) {
@@ -385,6 +391,20 @@ VerifyResult verify_signature(const VerifyOptions& options) {
 bool verify_bundle(const VerifyOptions& options, VerifyResult& r) {
   Verifier(options, r).run(false);
   return r.verified;
+}
+
+VerifyResult verify_files(const VerifyOptions& options, const VerifyResult& bundle) {
+  VerifyResult r;
+  r.method = bundle.method;
+  if (!bundle.verified) {  // a caller's slip, never a pass
+    r.findings.error("OMS_NOT_VERIFIED", options.bundle, "", std::nullopt,
+                     "the model's files were not checked: the bundle had not verified");
+    return r;
+  }
+  r.root_digest = bundle.root_digest;
+  r.statement = bundle.statement;
+  Verifier(options, r).files(bundle.statement);
+  return r;
 }
 
 bool verify_envelope(const VerifyOptions& options, std::string& payload, VerifyResult& r) {

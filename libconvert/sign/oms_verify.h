@@ -55,6 +55,14 @@ VerifyResult verify_signature(const VerifyOptions& options);
 // that cannot verify is refused at once. r.verified says whether it passed.
 bool verify_bundle(const VerifyOptions& options, VerifyResult& r);
 
+// The second half of verify_signature, for a caller that ran verify_bundle earlier:
+// options.model's files checked against `bundle`'s verified statement (its ignore paths,
+// symlink policy, every listed file's digest, no unlisted file), the bundle not read or
+// its signature checked again. `convert --expect-signature` verifies the bundle before
+// writing anything and the input's files once every shard is written. A `bundle` that did
+// not verify is OMS_NOT_VERIFIED (never a pass).
+VerifyResult verify_files(const VerifyOptions& options, const VerifyResult& bundle);
+
 // The envelope of `options.bundle` alone, with the trust of `options` (the same rules as
 // verify_signature up to the DSSE signature; the payload is not interpreted and no model
 // file is read): a conversion's provenance (sign/provenance.h). True with the verified

@@ -234,6 +234,11 @@ void check_hub_list(const std::string& list, const std::string& model_path, bool
   std::string text;
   std::vector<HubListEntry> entries;
   if (!read_list(list, text, report.findings) || !parse_hub_list(text, list, entries, report.findings)) return;
+  check_hub_entries(entries, list, model_path, every_shard, report);
+}
+
+void check_hub_entries(const std::vector<HubListEntry>& entries, const std::string& list, const std::string& model_path,
+                       bool every_shard, ValidationReport& report) {
   std::map<std::string, const HubListEntry*> by_name;
   for (const auto& e : entries) by_name.emplace(e.name, &e);
   for (auto& file : report.files) {

@@ -49,4 +49,10 @@ bool parse_hub_list(std::string_view text, const std::string& label, std::vector
 // listed name is hashed from the checkpoint directory (ok / mismatch) or is "missing".
 void check_hub_list(const std::string& list, const std::string& model_path, bool every_shard, ValidationReport& report);
 
+// The same check with the list already read and parsed (`entries` from parse_hub_list;
+// `list` names it in findings): convert parses its list before the conversion and checks
+// the input against those entries at the end, without reading the list again.
+void check_hub_entries(const std::vector<HubListEntry>& entries, const std::string& list, const std::string& model_path,
+                       bool every_shard, ValidationReport& report);
+
 }  // namespace ckpt

@@ -336,6 +336,24 @@ TEST(ExpertPackOptions, BadTreeChunkIsUsageError) {
   EXPECT_FALSE(fs::exists(tmp.str("out")));
 }
 
+// --no-source-sha256 needs the tree: with --tree-chunk 0 the manifest would name no
+// source, so the pair is refused before anything is written.
+TEST(ExpertPackOptions, NoSourceIdentityIsUsageError) {
+  test::TempDir tmp;
+  RepackOptions o;
+  o.tree_chunk = 0;
+  o.source_sha256 = false;
+  auto r = repack_experts(kFixture, tmp.str("out"), o);
+  EXPECT_EQ(r.status, kRepackUsage);
+  EXPECT_TRUE(r.findings.has_code("REPACK_NO_SOURCE_IDENTITY")) << all_findings(r.findings);
+  EXPECT_FALSE(fs::exists(tmp.str("out")));
+  auto cli = test::run_ckpt("repack-experts -q --no-source-sha256 --tree-chunk 0 " + test::shell_quote(kFixture) + " " +
+                            test::shell_quote(tmp.str("cli")));
+  EXPECT_EQ(cli.exit_code, 2) << cli.err;
+  EXPECT_NE(cli.err.find("REPACK_NO_SOURCE_IDENTITY"), std::string::npos) << cli.err;
+  EXPECT_FALSE(fs::exists(tmp.str("cli")));
+}
+
 // --tree-chunk 0: the manifest as written before the tree (source.sha256 only); the same
 // data files as with a tree.
 TEST(ExpertPackOptions, TreeChunkZeroWritesNoTree) {

@@ -342,6 +342,46 @@ TEST_F(PackValidate, DeepProvesTheWholeFileSha256BesideATree) {
   EXPECT_EQ(validate(tree_pack(), kFixture, true).items().size(), 0u);
 }
 
+// --no-source-sha256: the manifest names its source by the tree alone (no whole-file
+// digest, the one-stream hash that bounds a repack on a fast disk). It validates against
+// its source with and without --deep, and a changed reference byte is still named by its
+// chunk; a manifest with neither identity names no source and is refused.
+TEST_F(PackValidate, ATreeAloneNamesTheSource) {
+  RepackOptions o;
+  o.tree_chunk = kTreeChunk;
+  o.source_sha256 = false;
+  const auto r = repack_experts(kFixture, scratch_.str("tree-only"), o);
+  ASSERT_EQ(r.status, kRepackOk) << all_findings(r.findings);
+  EXPECT_EQ(r.source_sha256, "");
+  EXPECT_FALSE(r.source_tree_root.empty());
+  const std::string dir = scratch_.str("tree-only");
+  EXPECT_EQ(manifest_text(dir).find("\"sha256\":"), std::string::npos) << "no whole-file digest written";
+  PackManifest m;
+  Findings parsed;
+  ASSERT_TRUE(read_pack_manifest(dir, m, parsed)) << all_findings(parsed);
+  EXPECT_EQ(m.source_sha256, "");
+  ASSERT_TRUE(m.source_tree.has_value());
+  EXPECT_EQ(validate(dir, kFixture).items().size(), 0u);
+  EXPECT_EQ(validate(dir, kFixture, true).items().size(), 0u);
+  test::TempDir other;
+  auto bytes = test::read_file(kFixture);
+  bytes[2 * kTreeChunk + 7] ^= 0x01;
+  test::write_file(other.str("ref.gguf"), bytes);
+  for (bool deep : {false, true}) {
+    auto bad = validate(dir, other.str("ref.gguf"), deep);
+    ASSERT_EQ(bad.count_code("PACK_SOURCE_SHA256"), 1u) << all_findings(bad);
+    EXPECT_NE(all_findings(bad).find("(chunk 2 of 8"), std::string::npos) << all_findings(bad);
+  }
+  // The data files are those of a pack with both identities.
+  EXPECT_EQ(test::read_file(dir + "/experts.bin"), test::read_file(tree_pack() + "/experts.bin"));
+  EXPECT_EQ(test::read_file(dir + "/dense.gguf"), test::read_file(tree_pack() + "/dense.gguf"));
+  strip_tree(dir);
+  PackManifest none;
+  Findings refused;
+  EXPECT_FALSE(read_pack_manifest(dir, none, refused));
+  EXPECT_NE(all_findings(refused).find("$.source.sha256 is missing"), std::string::npos) << all_findings(refused);
+}
+
 // Bad tree members in a pack's manifest: PACK_MANIFEST_FIELD naming the member, nothing
 // else checked (as for every other member).
 TEST_F(PackValidate, BadTreeMembersAreRefused) {

@@ -54,15 +54,19 @@ def main() -> int:
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         # An expert pack's manifest (written by repack-experts, not printed): check the file itself.
-        subprocess.run([ckpt, "repack-experts", "-q", str(fixtures / "ggml/qwen3next-tiny.gguf"), tmp + "/pack"],
-                       capture_output=True)
-        try:
-            manifest = json.loads(pathlib.Path(tmp + "/pack/manifest.json").read_text())
-            jsonschema.Draft202012Validator(schemas["expert-pack-manifest.schema.json"]).validate(manifest)
-            print("ok   expert-pack-manifest.schema.json: repack-experts qwen3next-tiny.gguf")
-        except Exception as e:
-            failed += 1
-            print(f"FAIL expert-pack-manifest.schema.json: {str(e)[:400]}")
+        # --no-source-sha256: the tree alone names the source.
+        for pack, extra in ((tmp + "/pack", []), (tmp + "/pack-tree", ["--no-source-sha256"])):
+            subprocess.run([ckpt, "repack-experts", "-q", *extra, str(fixtures / "ggml/qwen3next-tiny.gguf"), pack],
+                           capture_output=True)
+            try:
+                manifest = json.loads(pathlib.Path(pack + "/manifest.json").read_text())
+                jsonschema.Draft202012Validator(schemas["expert-pack-manifest.schema.json"]).validate(manifest)
+                if extra and "sha256" in manifest["source"]:
+                    raise ValueError("--no-source-sha256 wrote source.sha256")
+                print(f"ok   expert-pack-manifest.schema.json: repack-experts {' '.join(extra)} qwen3next-tiny.gguf")
+            except Exception as e:
+                failed += 1
+                print(f"FAIL expert-pack-manifest.schema.json: {str(e)[:400]}")
         # A --experts bf16 conversion, then its validation against the input.
         subprocess.run([ckpt, "convert", "-q", "--experts", "bf16", str(fixtures / "oracle/dsv4-tiny"), tmp + "/bf16"],
                        capture_output=True)

@@ -172,6 +172,37 @@ TEST(OmsProvenance, ASignedRepackVerifiesAndRecomputes) {
   EXPECT_NE(r.err.find("OMS_DIGEST_MISMATCH experts.bin"), std::string::npos) << r.err;
 }
 
+// The value of option `name` in OUT's provenance (its payload read without verifying: the
+// test reads what was written), "(not recorded)" when absent.
+std::string recorded_option(const std::string& out, const std::string& name) {
+  oms::Bundle b;
+  oms::Provenance p;
+  std::string error;
+  EXPECT_TRUE(oms::parse_bundle(test::read_text(out + "/model.provenance"), b, error)) << error;
+  EXPECT_TRUE(oms::parse_provenance(b.payload, p, error)) << error;
+  for (const auto& [n, v] : p.options)
+    if (n == name) return v;
+  return "(not recorded)";
+}
+
+// --no-source-sha256 is recorded (source-sha256 "no") and applied back by --recompute: the
+// manifest made again has no whole-file digest either, so the pack recomputes equal. A
+// default repack records no source-sha256 (its provenance is what earlier versions wrote).
+TEST(OmsProvenance, ARepackWithoutTheWholeFileDigestRecordsItAndRecomputes) {
+  test::TempDir tmp;
+  const std::string in = test::fixture("ggml/qwen3next-tiny.gguf"), out = tmp.str("pack");
+  test::RunResult r = test::run_ckpt("repack-experts -q --no-source-sha256" + kSignKey + q(in) + " " + q(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(recorded_option(out, "source-sha256"), "no");
+  r = test::run_ckpt("verify-signature -q" + kTrust + "--provenance " + q(out + "/model.provenance") + " --reference " +
+                     q(in) + " --recompute " + q(out));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string plain = tmp.str("plain");
+  ASSERT_EQ(test::run_ckpt("repack-experts -q" + kSignKey + q(in) + " " + q(plain)).exit_code, 0);
+  EXPECT_EQ(recorded_option(plain, "source-sha256"), "(not recorded)");
+  EXPECT_EQ(recorded_option(plain, "tree-chunk"), "67108864");
+}
+
 // relayout joins the same attestation: its options recorded through the mapping its front end
 // applies, and --recompute runs the relayout again.
 TEST(OmsProvenance, ASignedRelayoutVerifiesRecomputesAndFindsOtherRecordedOptions) {

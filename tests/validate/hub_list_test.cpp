@@ -157,6 +157,26 @@ TEST_F(HubSha256, AListThatIsAFifoIsRefusedNotAHang) {
   EXPECT_TRUE(r.findings.has_code("IO_NOT_REGULAR")) << test::describe(r.findings);
 }
 
+// convert parses its list once, before the conversion, and checks the input against those
+// entries at the end: the check reads the model's side files, never the list again (here
+// the list is gone by then and every listed file is still checked).
+TEST_F(HubSha256, ParsedEntriesAreCheckedWithoutReadingTheListAgain) {
+  test::write_text(list_, sha256sum_of_dir(model_));
+  Findings parsed;
+  std::vector<HubListEntry> entries;
+  ASSERT_TRUE(parse_hub_list(test::read_text(list_), list_, entries, parsed)) << test::describe(parsed);
+  fs::remove(list_);
+  ValidationReport r;
+  check_hub_entries(entries, list_, model_, /*every_shard=*/true, r);
+  EXPECT_FALSE(r.findings.has_errors()) << test::describe(r.findings);
+  EXPECT_EQ(r.files.size(), entries.size());
+  for (const auto& [name, status] : statuses(r)) EXPECT_EQ(status, "ok") << name;
+  entries[0].sha256 = std::string(64, 'e');
+  ValidationReport changed;
+  check_hub_entries(entries, list_, model_, true, changed);
+  EXPECT_TRUE(changed.findings.has_code("HUB_SHA256_MISMATCH")) << test::describe(changed.findings);
+}
+
 TEST(HubListParse, MalformedLinesAreErrorsWithTheirLineNumberAndAreCapped) {
   std::vector<HubListEntry> entries;
   Findings f;
