@@ -11,7 +11,8 @@
 #      DeepSeek-V3 and promoted-module cases, ckpt-gpu verify OUT --reference IN on each, and
 #      bench/relayout.sh (a >= 4 GiB Qwen3-235B-layout shard: relayout --tp 8 against cp, peak RSS).
 #   b: issue 33's bench/write_direct.sh at BENCH_WRITE_GIB (default 4) with --before and the
-#      base binary's rows, bench/read_direct.sh on its V4 shard, and the CPU-side dequant
+#      base binary's rows (convert V4 x3, V3, repack-experts with and without the whole-file
+#      SHA-256, relayout), the V4 jobs a second time (spread), bench/read_direct.sh on its V4 shard, and the CPU-side dequant
 #      throughput (ckpt_bench_dequant --convert, output to /dev/null).
 #   c: issue 32's bench/convert_integrity.sh (integrity in the same read: the disk's bytes
 #      read against the input's, from a page cache bounded below the model's size).
@@ -55,7 +56,9 @@ b)
   timeout 60 "$B/ckpt_bench_dequant" --convert 4 2>&1 | tail -8
   echo "=== issue 33: output path vs dd oflag=direct (with --before and the base binary)"
   BENCH_WRITE_GIB=${BENCH_WRITE_GIB:-4} BENCH_BASE_CKPT=$B/ckpt-base timeout 420 \
-    bash bench/write_direct.sh "$B/ckpt" "$W" --before 2>&1 | tail -24
+    bash bench/write_direct.sh "$B/ckpt" "$W" --before 2>&1 | tail -30
+  echo "=== issue 33: the V4 jobs again (run-to-run spread, same data and dd measured anew)"
+  BENCH_JOBS=v4 BENCH_WRITE_GIB=${BENCH_WRITE_GIB:-4} timeout 120 bash bench/write_direct.sh "$B/ckpt" "$W" --before 2>&1 | tail -9
   echo "=== issue 33: reads, buffered against O_DIRECT (input dropped from the cache)"
   timeout 60 bash bench/read_direct.sh "$(ls "$W"/write-direct/v4-*/*.safetensors | head -1)" 2>&1 | tail -8
   ;;

@@ -76,8 +76,8 @@ dd_gbs=$(python3 -c "print(f'{$dd_bytes / ($t1 - $t0) / 1e9:.3f}')")
 
 echo "== output path vs dd oflag=direct (4 streams x 64 MiB blocks), $(nproc) cores, inputs ~${GIB} GiB"
 echo "dd oflag=direct: $(python3 -c "print(f'{$dd_bytes/1e9:.2f}')") GB in $(python3 -c "print(f'{$t1 - $t0:.2f}')") s = ${dd_gbs} GB/s"
-printf '| %-32s | %-8s | %9s | %7s | %6s | %7s | %12s | %9s |\n' job path "output GB" s "GB/s" "/ dd" "cache growth" "peak RSS"
-printf '|%s|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..34})" "----------" "----------:" "--------:" "-------:" "--------:" "-------------:" "----------:"
+printf '| %-36s | %-8s | %9s | %7s | %6s | %7s | %12s | %9s |\n' job path "output GB" s "GB/s" "/ dd" "cache growth" "peak RSS"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..38})" "----------" "----------:" "--------:" "-------:" "--------:" "-------------:" "----------:"
 
 # Runs one job: OUT is removed first and after; prints one table row.
 run_job() {
@@ -102,7 +102,7 @@ for root, dirs, files in os.walk(out):
     dirs[:] = [d for d in dirs if not d.startswith(".")]
     n += sum(os.path.getsize(os.path.join(root, f)) for f in files)
 gbs = n / t / 1e9
-print(f"| {label:<32} | {path:<8} | {n / 1e9:9.2f} | {t:7.2f} | {gbs:6.2f} | {gbs / float(dd_gbs):7.2f} | "
+print(f"| {label:<36} | {path:<8} | {n / 1e9:9.2f} | {t:7.2f} | {gbs:6.2f} | {gbs / float(dd_gbs):7.2f} | "
       f"{100 * growth / n:11.0f}% | {rss / 2**20:5.0f} MiB |")
 PY
   rm -rf "$out"
