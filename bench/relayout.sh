@@ -15,19 +15,7 @@ LAYERS=${BENCH_RELAYOUT_LAYERS:-2}
 IN="$DATA/qwen235b-layout-fp8"
 mkdir -p "$DATA"
 if [ ! -f "$IN/config.json" ]; then
-  python3 - "$DATA/qwen235b-layout.json" "$LAYERS" <<'PY'
-import json, sys
-cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "torch_dtype": "bfloat16",
-       "hidden_size": 4096, "num_hidden_layers": int(sys.argv[2]), "vocab_size": 8192,
-       "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 12288,
-       "moe_intermediate_size": 1536, "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
-       "mlp_only_layers": [], "tie_word_embeddings": False, "rms_norm_eps": 1e-06,
-       "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                               "weight_block_size": [128, 128]}}
-json.dump(cfg, open(sys.argv[1], "w"), indent=1)
-PY
-  python3 "$HERE/tools/make_qwen3_moe_fp8.py" "$DATA/qwen235b-layout.json" "$IN" --shard-gib 16 \
-    ${BENCH_SPARSE:+--zero-fp8}
+  bash "$HERE/bench/make_qwen235b_layout.sh" "$IN" "$LAYERS" ${BENCH_SPARSE:+--zero-fp8}
 fi
 "$CKPT" validate -q "$IN"
 cat "$IN"/*.safetensors > /dev/null   # input in the page cache for both runs

@@ -45,20 +45,9 @@ want v4 && { [ -f "$V4/model.safetensors.index.json" ] || python3 "$HERE/make_da
 want v3 && { [ -f "$V3/model.safetensors.index.json" ] || BENCH_LAYOUT=v3 python3 "$HERE/make_data.py" "$V3" 1 "$MB" > /dev/null; }
 want gguf && { [ -f "$GGUF" ] || python3 "$HERE/make_gguf.py" "$GGUF" "$LAYERS" 64 > /dev/null; }
 if want relayout && [ ! -f "$QW/config.json" ]; then
-  # Qwen3-235B-A22B-FP8's layer shapes (bench/relayout.sh): ~2.55 GB a layer.
+  # Qwen3-235B-A22B-FP8's layer shapes (bench/make_qwen235b_layout.sh): ~2.55 GB a layer.
   QL=$(python3 -c "import math; print(max(1, math.ceil($GIB * 2**30 / 2.55e9)))")
-  python3 - "$DIR/qwen235b-layout.json" "$QL" <<'PY'
-import json, sys
-cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "torch_dtype": "bfloat16",
-       "hidden_size": 4096, "num_hidden_layers": int(sys.argv[2]), "vocab_size": 8192,
-       "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 12288,
-       "moe_intermediate_size": 1536, "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
-       "mlp_only_layers": [], "tie_word_embeddings": False, "rms_norm_eps": 1e-06,
-       "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                               "weight_block_size": [128, 128]}}
-json.dump(cfg, open(sys.argv[1], "w"), indent=1)
-PY
-  python3 "$(cd "$HERE/.." && pwd)/tools/make_qwen3_moe_fp8.py" "$DIR/qwen235b-layout.json" "$QW" --shard-gib 16 > /dev/null
+  bash "$HERE/make_qwen235b_layout.sh" "$QW" "$QL"
 fi
 
 # --- the baseline ------------------------------------------------------------------------
