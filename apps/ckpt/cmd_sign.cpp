@@ -267,17 +267,17 @@ ckpt::oms::VerifyOptions verify_options(const SignatureFlags& flags, const std::
 }
 }  // namespace
 
-bool check_signature_bundle(const SignatureFlags& flags, ckpt::oms::VerifyResult& verified, ckpt::Findings& findings,
-                            bool& usage) {
-  verified = ckpt::oms::VerifyResult{};
-  const bool ok = ckpt::oms::verify_bundle(verify_options(flags, ""), verified);
-  findings.append(verified.findings);
-  verified.findings = ckpt::Findings{};  // reported here, once
-  usage = verified.usage;
-  return ok;
+bool check_signature_bundle(const SignatureFlags& flags, std::optional<ckpt::oms::VerifiedBundle>& verified,
+                            ckpt::Findings& findings, bool& usage) {
+  ckpt::oms::VerifyResult r;
+  ckpt::oms::verify_bundle(verify_options(flags, ""), r);
+  findings.append(r.findings);
+  usage = r.usage;
+  verified = ckpt::oms::verified_bundle(r);
+  return verified.has_value();
 }
 
-bool check_signature_of_conversion(const SignatureFlags& flags, const ckpt::oms::VerifyResult& verified,
+bool check_signature_of_conversion(const SignatureFlags& flags, const ckpt::oms::VerifiedBundle& verified,
                                    const std::string& model, const std::vector<ckpt::HashedFile>& read,
                                    ckpt::Findings& findings, bool& usage) {
   ckpt::oms::VerifyOptions o = verify_options(flags, model);

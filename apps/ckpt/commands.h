@@ -4,6 +4,7 @@
 #include <functional>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,25 +63,24 @@ ckpt::Outcome check_signature_into(const SignatureFlags& flags, const std::strin
 // `convert --expect-signature`, in two steps. Before the conversion: the bundle verified
 // without reading the model (oms/oms_verify.h verify_bundle: trust, DSSE, statement),
 // so a bundle that cannot verify is refused before anything is written (false with its
-// findings; usage: the trust given could not be used); `verified` keeps its statement.
+// findings; usage: the trust given could not be used); `verified` holds its statement.
 // Once every shard is written: the model's files checked against that statement
 // (verify_files: the bundle is not read or its signature checked again), the input
 // shards' digests taken from the conversion's own lockstep read (ConvertReport::input_sha256)
 // and every other signed file hashed here; true when it verifies (an OMS_VERIFIED info
 // saying how many files came from the conversion's read).
-bool check_signature_bundle(const SignatureFlags& flags, ckpt::oms::VerifyResult& verified, ckpt::Findings& findings,
-                            bool& usage);
-bool check_signature_of_conversion(const SignatureFlags& flags, const ckpt::oms::VerifyResult& verified,
+bool check_signature_bundle(const SignatureFlags& flags, std::optional<ckpt::oms::VerifiedBundle>& verified,
+                            ckpt::Findings& findings, bool& usage);
+bool check_signature_of_conversion(const SignatureFlags& flags, const ckpt::oms::VerifiedBundle& verified,
                                    const std::string& model, const std::vector<ckpt::HashedFile>& read,
                                    ckpt::Findings& findings, bool& usage);
 
-// `convert --hub-sha256 LIST` (apps/ckpt/hub_check.cpp): the list read and parsed once,
-// before the conversion (false with HUB_LIST_* / IO_READ findings when unusable; `entries`
-// holds it otherwise); once every shard is written, IN checked against those entries, the
-// shards' digests taken from the conversion's own lockstep read and every other listed file
-// hashed here. Appends the HUB_* / IO_* findings and returns whether every shard is listed
-// and every listed file present with its SHA-256.
-bool hub_list_usable(const std::string& list, std::vector<ckpt::HubListEntry>& entries, ckpt::Findings& findings);
+// `convert --hub-sha256 LIST` (apps/ckpt/hub_check.cpp): the list is read and parsed once,
+// before the conversion, by validate's reader (ckpt::read_hub_list); once every shard is
+// written, IN is checked against those entries, the shards' digests taken from the
+// conversion's own lockstep read and every other listed file hashed here. Appends the
+// HUB_* / IO_* findings and returns whether every shard is listed and every listed file
+// present with its SHA-256.
 bool check_hub_list_of_conversion(const std::string& list, const std::vector<ckpt::HubListEntry>& entries,
                                   const std::string& model, const std::vector<ckpt::HashedFile>& read,
                                   ckpt::Findings& findings);

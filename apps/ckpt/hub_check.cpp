@@ -9,21 +9,9 @@
 // publishes their git blob SHA-1, not a SHA-256) are not checked.
 
 #include "commands.h"
-#include "io/input_file.h"
 #include "validate/hub_list.h"
 
 namespace ckptcli {
-
-bool hub_list_usable(const std::string& list, std::vector<ckpt::HubListEntry>& entries, ckpt::Findings& findings) {
-  std::string text;
-  ckpt::IoError err;
-  if (!ckpt::read_input_file(list, ckpt::kMaxHubListBytes, text, err)) {
-    findings.error(err.err == EFBIG ? "HUB_LIST_TOO_LARGE" : "IO_READ", list, "", std::nullopt,
-                   "cannot read the hash list " + list + ": " + err.message);
-    return false;
-  }
-  return ckpt::parse_hub_list(text, list, entries, findings);
-}
 
 bool check_hub_list_of_conversion(const std::string& list, const std::vector<ckpt::HubListEntry>& entries,
                                   const std::string& model, const std::vector<ckpt::HashedFile>& read,

@@ -231,7 +231,7 @@ Outcome run_convert(const ConvertArgs& a) {
   // OUT is finalized only when every one passed (each runs, whatever the others say).
   std::vector<std::function<bool(ckpt::ConvertReport&)>> input_checks;
   std::vector<ckpt::HubListEntry> hub_entries;  // --hub-sha256, parsed once before the conversion
-  ckpt::oms::VerifyResult expected_bundle;       // --expect-signature, verified once before the conversion
+  std::optional<ckpt::oms::VerifiedBundle> expected_bundle;  // --expect-signature, verified once before the conversion
   if (a.expect.active()) {
     if (!a.expect.complete())
       return ckptcli::usage_error(kConvert, "--expect-signature BUNDLE needs --public-key PUB.pem or --cert-chain CA.pem");
@@ -247,7 +247,7 @@ Outcome run_convert(const ConvertArgs& a) {
     }
     input_checks.push_back([&a, &expected_bundle](ckpt::ConvertReport& r) {
       bool usage = false;
-      if (ckptcli::check_signature_of_conversion(a.expect, expected_bundle, a.input, r.input_sha256, r.findings, usage))
+      if (ckptcli::check_signature_of_conversion(a.expect, *expected_bundle, a.input, r.input_sha256, r.findings, usage))
         return true;
       r.status = usage ? ckpt::ConvertStatus::usage_error
                  : r.findings.has_io_errors() ? ckpt::ConvertStatus::io_error
@@ -262,7 +262,7 @@ Outcome run_convert(const ConvertArgs& a) {
     if (a.dry_run || !a.partition.empty() || a.finalize)
       return ckptcli::usage_error(kConvert, "--hub-sha256 checks a whole conversion (not --dry-run, --partition or --finalize)");
     ckpt::Findings list_findings;
-    if (!ckptcli::hub_list_usable(a.hub_sha256, hub_entries, list_findings)) {  // refused before anything is written
+    if (!ckpt::read_hub_list(a.hub_sha256, hub_entries, list_findings)) {  // refused before anything is written
       ckptcli::print_findings(kConvert, list_findings);
       return ckpt::worse(ckpt::outcome_of(list_findings), Outcome::findings);
     }

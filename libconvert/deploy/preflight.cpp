@@ -278,20 +278,23 @@ Analysis analyse(const Model& m, const Deployment& d, const std::vector<Weight>&
   return a;
 }
 
-// An engine refuses (at start-up) or silently mis-loads `p`.
+// What `engine` does under rule `r`: an engine the rule does not name loads it.
+BlockBehaviour engine_behaviour(const BlockRule& r, const std::string& engine) {
+  auto it = r.behaviour.find(engine);
+  return it == r.behaviour.end() ? BlockBehaviour::ok : it->second;
+}
+
+// An engine refuses (at start-up) or silently mis-loads `p`; a problem no rule covers is
+// refused (never assumed to load).
 BlockBehaviour behaviour(const Problem& p, const std::string& engine) {
   const BlockRule* r = engine_rules().block_rule(p.rule);
-  if (!r) return BlockBehaviour::refuse;
-  auto it = r->behaviour.find(engine);
-  return it == r->behaviour.end() ? BlockBehaviour::ok : it->second;
+  return r ? engine_behaviour(*r, engine) : BlockBehaviour::refuse;
 }
 
 // What `engine` does under the rule of engines.json that applies to `applies`.
 BlockBehaviour rule_behaviour(const std::string& applies, const std::string& engine) {
   const BlockRule* r = engine_rules().block_rule(applies);
-  if (!r) return BlockBehaviour::ok;
-  auto it = r->behaviour.find(engine);
-  return it == r->behaviour.end() ? BlockBehaviour::ok : it->second;
+  return r ? engine_behaviour(*r, engine) : BlockBehaviour::ok;
 }
 
 // The routed experts of an MoE layer (the largest count); 0 for a dense model.
@@ -730,7 +733,8 @@ EnginesByRefusal engines_by_refusal(const std::string& applies, const PreflightR
   EnginesByRefusal by{engine_rules().block_rule(applies), "", ""};
   for (const auto& e : r.engines) {
     const std::string src = by.rule && by.rule->sources.count(e) ? " (" + by.rule->sources.at(e) + ")" : "";
-    std::string& list = rule_behaviour(applies, e) == BlockBehaviour::refuse ? by.refused : by.others;
+    const bool refuses = by.rule && engine_behaviour(*by.rule, e) == BlockBehaviour::refuse;
+    std::string& list = refuses ? by.refused : by.others;
     list += std::string(list.empty() ? "" : "; ") + e + src;
   }
   return by;

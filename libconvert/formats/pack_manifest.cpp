@@ -164,7 +164,7 @@ bool ManifestReader::read_files(simdjson::dom::element root, PackManifest& m) {
                u64(dense, "$.dense_file", "size", kMaxBytes, m.dense_size)});
   if (ok && has_sha256 && !is_hex_digest(m.source_sha256, 64))
     ok = bad("$.source.sha256", "is not 64 lowercase hex digits");
-  if (json_get(source, "sha256_tree")) {
+  if (has_tree) {
     PackSourceTree tree;
     // Its chunk count follows from source.size: only checked against a size that parsed.
     if (ok && read_source_tree(source, m.source_size, tree)) {

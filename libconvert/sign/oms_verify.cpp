@@ -393,14 +393,14 @@ bool verify_bundle(const VerifyOptions& options, VerifyResult& r) {
   return r.verified;
 }
 
-VerifyResult verify_files(const VerifyOptions& options, const VerifyResult& bundle) {
+std::optional<VerifiedBundle> verified_bundle(const VerifyResult& r) {
+  if (!r.verified) return std::nullopt;
+  return VerifiedBundle{r.statement, r.method, r.root_digest};
+}
+
+VerifyResult verify_files(const VerifyOptions& options, const VerifiedBundle& bundle) {
   VerifyResult r;
   r.method = bundle.method;
-  if (!bundle.verified) {  // a caller's slip, never a pass
-    r.findings.error("OMS_NOT_VERIFIED", options.bundle, "", std::nullopt,
-                     "the model's files were not checked: the bundle had not verified");
-    return r;
-  }
   r.root_digest = bundle.root_digest;
   r.statement = bundle.statement;
   Verifier(options, r).files(bundle.statement);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,13 +56,23 @@ VerifyResult verify_signature(const VerifyOptions& options);
 // that cannot verify is refused at once. r.verified says whether it passed.
 bool verify_bundle(const VerifyOptions& options, VerifyResult& r);
 
+// What a verified bundle established, all verify_files needs of it: the statement whose
+// signature verified, by which method, and its root digest. Made only from a result that
+// verified (verified_bundle), so verify_files cannot be handed an unverified statement.
+struct VerifiedBundle {
+  Statement statement;
+  std::string method;       // "key" / "certificate"
+  std::string root_digest;
+};
+// The verified part of `r`; nullopt when r.verified is false.
+std::optional<VerifiedBundle> verified_bundle(const VerifyResult& r);
+
 // The second half of verify_signature, for a caller that ran verify_bundle earlier:
 // options.model's files checked against `bundle`'s verified statement (its ignore paths,
 // symlink policy, every listed file's digest, no unlisted file), the bundle not read or
 // its signature checked again. `convert --expect-signature` verifies the bundle before
-// writing anything and the input's files once every shard is written. A `bundle` that did
-// not verify is OMS_NOT_VERIFIED (never a pass).
-VerifyResult verify_files(const VerifyOptions& options, const VerifyResult& bundle);
+// writing anything and the input's files once every shard is written.
+VerifyResult verify_files(const VerifyOptions& options, const VerifiedBundle& bundle);
 
 // The envelope of `options.bundle` alone, with the trust of `options` (the same rules as
 // verify_signature up to the DSSE signature; the payload is not interpreted and no model

@@ -230,11 +230,14 @@ bool parse_hub_list(std::string_view text, const std::string& label, std::vector
   return false;
 }
 
-void check_hub_list(const std::string& list, const std::string& model_path, bool every_shard, ValidationReport& report) {
+bool read_hub_list(const std::string& list, std::vector<HubListEntry>& entries, Findings& findings) {
   std::string text;
+  return read_list(list, text, findings) && parse_hub_list(text, list, entries, findings);
+}
+
+void check_hub_list(const std::string& list, const std::string& model_path, bool every_shard, ValidationReport& report) {
   std::vector<HubListEntry> entries;
-  if (!read_list(list, text, report.findings) || !parse_hub_list(text, list, entries, report.findings)) return;
-  check_hub_entries(entries, list, model_path, every_shard, report);
+  if (read_hub_list(list, entries, report.findings)) check_hub_entries(entries, list, model_path, every_shard, report);
 }
 
 void check_hub_entries(const std::vector<HubListEntry>& entries, const std::string& list, const std::string& model_path,

@@ -43,6 +43,11 @@ struct HubListEntry {
 bool parse_hub_list(std::string_view text, const std::string& label, std::vector<HubListEntry>& out,
                     Findings& findings);
 
+// Reads LIST (a regular file of at most kMaxHubListBytes, never a FIFO or device) and
+// parses it: the one reader of a hash list, validate's and convert's. False with findings
+// (IO_OPEN, IO_NOT_REGULAR, HUB_LIST_TOO_LARGE, IO_READ, HUB_LIST_*) when it is unusable.
+bool read_hub_list(const std::string& list, std::vector<HubListEntry>& entries, Findings& findings);
+
 // Reads LIST (a regular file of at most kMaxHubListBytes) and checks the checkpoint at
 // `model_path` (whose shards, with their SHA-256, are report.files) against it: each
 // shard listed is ok or mismatch, a shard not listed is "extra" (a warning), every other

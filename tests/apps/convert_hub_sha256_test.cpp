@@ -2,6 +2,7 @@
 // converted; OUT is finalized (index, config.json) only when every shard is listed and
 // every listed file is present with its digest (apps/ckpt/hub_check.cpp).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 
@@ -80,6 +81,21 @@ TEST(ConvertHubSha256, AnUnusableListIsRefusedBeforeAnythingIsWritten) {
   EXPECT_NE(r.err.find("HUB_LIST_PARSE"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(c.tmp.str("out")));
   EXPECT_EQ(test::run_ckpt("convert --dry-run --hub-sha256 " + q(c.list) + " " + q(c.in) + " " + q(c.tmp.str("o"))).exit_code, 2);
+}
+
+// convert reads its list with validate's one reader (validate/hub_list.h read_hub_list):
+// the same refusals, by the same codes, as `validate --hub-sha256`.
+TEST(ConvertHubSha256, AListThatIsAFifoOrMissingIsRefusedAsValidateRefusesIt) {
+  HubCase c;
+  fs::remove(c.list);
+  test::RunResult r = c.convert("out");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("IO_OPEN"), std::string::npos) << r.err;
+  ASSERT_EQ(mkfifo(c.list.c_str(), 0600), 0);
+  r = c.convert("out");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("IO_NOT_REGULAR"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(c.tmp.str("out")));
 }
 
 // Both checks at once, with a signed conversion: a tampered input is refused by both, and

@@ -203,6 +203,23 @@ TEST(OmsProvenance, ARepackWithoutTheWholeFileDigestRecordsItAndRecomputes) {
   EXPECT_EQ(recorded_option(plain, "tree-chunk"), "67108864");
 }
 
+// A recorded source-sha256 other than yes/no, signed by the key owner, is not guessed at:
+// --recompute refuses the options (PROVENANCE_OPTIONS) instead of repacking with a default.
+TEST(OmsProvenance, ARecordedSourceSha256OtherThanYesOrNoIsRefused) {
+  test::TempDir tmp;
+  const std::string in = test::fixture("ggml/qwen3next-tiny.gguf"), out = tmp.str("pack");
+  ASSERT_EQ(test::run_ckpt("repack-experts -q" + kSignKey + q(in) + " " + q(out)).exit_code, 0);
+  oms::ConversionAttestation a{"repack-experts", in, out,
+                               {{"a-log", "fix"}, {"align", "4096"}, {"tree-chunk", "67108864"}, {"source-sha256", "maybe"}},
+                               "", keys("p384/signing-key.pem")};
+  ASSERT_FALSE(oms::attest_conversion(a).findings.has_errors());
+  const test::RunResult r = test::run_ckpt("verify-signature -q" + kTrust + "--provenance " + q(out + "/model.provenance") +
+                                           " --reference " + q(in) + " --recompute " + q(out));
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("PROVENANCE_OPTIONS"), std::string::npos) << r.err;
+  EXPECT_EQ(recorded_option(out, "source-sha256"), "maybe");  // the provenance the check read
+}
+
 // relayout joins the same attestation: its options recorded through the mapping its front end
 // applies, and --recompute runs the relayout again.
 TEST(OmsProvenance, ASignedRelayoutVerifiesRecomputesAndFindsOtherRecordedOptions) {
