@@ -62,6 +62,7 @@ struct Unit {
 struct ScaleGrid {
   std::vector<uint8_t> bytes;
   std::vector<float> f32;  // F32 multipliers (aligned copy)
+  uint64_t xxh3 = 0;       // of `bytes`: a scale in another shard is part of this shard's identity
 };
 
 struct Work {
@@ -225,6 +226,10 @@ class ShardPipeline {
       : in_(in), view_(in.view), plan_(plan), shard_(shard), options_(options), out_(out),
         digests_(view_.tensors.size()) {}
 
+  // Four stages, so that no per-byte serial step bounds the shard: the units are admitted
+  // in order (a tensor's scale grid read and checked with its first unit), read and
+  // transformed in parallel, hashed in order (each input tensor's xxh3 and the output's),
+  // and handed to the writer in order. The two in-order byte stages run on two threads.
   bool run(std::string& error, WriteStatus& kind, uint64_t& written, Xxh3& out_hash) {
     std::vector<Unit> units = plan_units(view_, plan_, shard_);
     size_t next = 0;
@@ -239,9 +244,12 @@ class ShardPipeline {
                                             fc.stop();
                                             return nullptr;
                                           }
-                                          return read(units[next++]);
+                                          return admit(units[next++]);
                                         }) &
-              tbb::make_filter<Work*, Work*>(tbb::filter_mode::parallel, [&](Work* w) { return transform(w); }) &
+              tbb::make_filter<Work*, Work*>(tbb::filter_mode::parallel,
+                                             [&](Work* w) { return transform(read(w)); }) &
+              tbb::make_filter<Work*, Work*>(tbb::filter_mode::serial_in_order,
+                                             [&](Work* w) { return hash(w, out_hash); }) &
               tbb::make_filter<Work*, void>(tbb::filter_mode::serial_in_order, [&](Work* w) {
                 std::unique_ptr<Work> owned(w);
                 struct Recycle {
@@ -254,7 +262,7 @@ class ShardPipeline {
                   error = w->error;
                   kind = w->error_kind;
                   failed = true;
-                } else if (!write(*w, out_hash, written)) {
+                } else if (!write(*w, written)) {
                   error = write_error_;
                   kind = WriteStatus::io_error;
                   failed = true;
@@ -275,26 +283,33 @@ class ShardPipeline {
  private:
   const MappedFile& file_of(const ModelTensor& t) const { return in_.checkpoint.shards[t.file].file; }
 
-  Work* read(const Unit& u) {
+  // In order: the unit's work, with its tensor's scale grid (read and checked once, with
+  // the tensor's first unit).
+  Work* admit(const Unit& u) {
     auto w = pool_.take();
     w->unit = &u;
     const PlannedTensor& pt = shard_.tensors[u.k];
     const bool dequant = pt.action == TensorAction::dequant_e8m0 || pt.action == TensorAction::dequant_f32 ||
                          pt.action == TensorAction::dequant_mxfp4 || pt.action == TensorAction::dequant_mxfp4_blocks;
     if (u.first) {
-      tensor_hash_.reset();
       current_scale_.reset();
       if (dequant && !load_scale(pt, *w)) return w.release();
     }
     w->scale = current_scale_;
     if (dequant && !w->scale) {
       // The tensor's scale was refused in its first unit, whose error is written (in order)
-      // before this one: the later units of the tensor are read before that error stops the
-      // pipeline and must not be dequantized without a grid.
+      // before this one: the later units of the tensor are admitted before that error stops
+      // the pipeline and must not be dequantized without a grid.
       w->error = "scale of " + view_.tensors[pt.input].name + " refused";
       w->error_kind = WriteStatus::input_error;
-      return w.release();
     }
+    return w.release();
+  }
+
+  // In parallel: the unit's input bytes, its segments back to back.
+  Work* read(Work* w) {
+    if (!w->error.empty()) return w;
+    const Unit& u = *w->unit;
     w->in.resize(u.in_len());
     uint64_t at = 0;
     for (const Segment& s : u.in) {
@@ -305,12 +320,29 @@ class ShardPipeline {
         w->error = view_.file_of(t) + ": cannot read tensor " + t.name + " at byte " + std::to_string(s.offset) +
                    ": " + err.message;
         w->error_kind = WriteStatus::io_error;
-        return w.release();
+        return w;
       }
-      record_digest(s, dst, is_remap(pt.action));
       at += s.length;
     }
-    return w.release();
+    return w;
+  }
+
+  // In order: each input tensor's xxh3 as its bytes were read, and the output's.
+  Work* hash(Work* w, Xxh3& out_hash) {
+    if (!w->error.empty()) return w;
+    const Unit& u = *w->unit;
+    const PlannedTensor& pt = shard_.tensors[u.k];
+    if (u.first) {
+      tensor_hash_.reset();
+      if (w->scale) digests_[pt.scale] = w->scale->xxh3;
+    }
+    uint64_t at = 0;
+    for (const Segment& s : u.in) {
+      record_digest(s, std::span<const uint8_t>(w->in.data() + at, s.length), is_remap(pt.action));
+      at += s.length;
+    }
+    out_hash.update(pt.action == TensorAction::copy ? w->in : w->out);
+    return w;
   }
 
   // Each input tensor's xxh3, whichever file holds it, for the shard record: streamed
@@ -353,7 +385,7 @@ class ShardPipeline {
     if (!scale_rule_holds(pt, s, grid->bytes, w)) return false;
     Xxh3 h;
     h.update(grid->bytes);
-    digests_[pt.scale] = h.digest();  // a scale in another shard is part of this shard's identity
+    grid->xxh3 = h.digest();  // recorded in order by hash(): part of this shard's identity
     current_scale_ = std::move(grid);
     return true;
   }
@@ -547,12 +579,11 @@ class ShardPipeline {
     }
   }
 
-  bool write(const Work& w, Xxh3& out_hash, uint64_t& written) {
+  bool write(const Work& w, uint64_t& written) {
     const PlannedTensor& pt = shard_.tensors[w.unit->k];
     const std::vector<uint8_t>& bytes = pt.action == TensorAction::copy ? w.in : w.out;
     if (pt.action == TensorAction::remap_mxfp4) stats_[pt.fused].merge(w.stats);
     if (!out_.write(bytes.data(), bytes.size(), write_error_)) return false;
-    out_hash.update(bytes);
     written += bytes.size();
     if (options_.on_progress) options_.on_progress(bytes.size());
     if (!partial_point_passed_) {
@@ -628,7 +659,8 @@ ShardWriteResult write_shard(const LoadedModel& in, const ConversionPlan& plan, 
   AtomicOutput out(out_path, options.mode, OutputUse::bulk);
   std::string error;
   std::string head = shard_header_bytes(shard);
-  if (!out.open(error) || !out.write(reinterpret_cast<const uint8_t*>(head.data()), head.size(), error)) {
+  if (!out.open(error) || !out.reserve(shard.file_bytes, error) ||
+      !out.write(reinterpret_cast<const uint8_t*>(head.data()), head.size(), error)) {
     result.status = WriteStatus::io_error;
     result.message = error;
     return result;
