@@ -221,6 +221,8 @@ bool AtomicOutput::open(std::string& error) {
 
 bool AtomicOutput::direct() const { return writer_ && writer_->direct(); }
 
+bool AtomicOutput::reserve(uint64_t bytes, std::string& error) { return !writer_ || writer_->reserve(bytes, error); }
+
 constexpr uint64_t kWritebackWindow = 64ull << 20;
 
 bool AtomicOutput::write(const uint8_t* data, size_t len, std::string& error) {

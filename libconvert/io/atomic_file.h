@@ -43,6 +43,10 @@ class AtomicOutput {
 
   bool open(std::string& error);
   int fd() const { return fd_; }
+  // Bulk, after open() and before the first write: the output's planned size, its blocks
+  // allocated now (DirectWriter::reserve: in-flight writes need not extend the file; a full
+  // disk is said before anything is written). Small: nothing.
+  bool reserve(uint64_t bytes, std::string& error);
   // Writes all of `data`. A small output: every 64 MiB it asks the kernel to start writing
   // back what came before (sync_file_range), so the final fsync has little left. A bulk
   // output: through its DirectWriter (data copied, written in the background; an error

@@ -1,6 +1,7 @@
 #include "io/direct_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +21,7 @@ namespace {
 std::atomic<OutputIo> g_io{OutputIo::direct};
 std::atomic<OutputIoNotice> g_notice{nullptr};
 std::atomic<bool> g_notice_said{false};
-std::atomic<uint64_t> g_direct_requests{0}, g_buffered_requests{0};
+std::atomic<uint64_t> g_direct_requests{0}, g_buffered_requests{0}, g_reserved{0};
 
 uint64_t env_u64(const char* name) {
   const char* v = std::getenv(name);
@@ -54,6 +55,7 @@ void set_refuse_direct_for_testing(bool refuse) { g_refuse_direct.store(refuse);
 void reset_output_io_notice_for_testing() { g_notice_said.store(false); }
 uint64_t direct_write_requests() { return g_direct_requests.load(); }
 uint64_t buffered_write_requests() { return g_buffered_requests.load(); }
+uint64_t reserved_outputs() { return g_reserved.load(); }
 
 struct DirectWriter::State {
   int fd = -1;
@@ -209,6 +211,19 @@ DirectWriter::~DirectWriter() = default;
 
 bool DirectWriter::direct() const { return s_->direct; }
 
+bool DirectWriter::reserve(uint64_t bytes, std::string& error) {
+  if (appended_ != 0 || reserved_ != 0 || bytes == 0) return true;  // only before the first write, once
+  const uint64_t aligned = (bytes + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  if (::fallocate(s_->fd, 0, 0, static_cast<off_t>(aligned)) != 0) {
+    if (errno != ENOSPC && errno != EFBIG && errno != EDQUOT) return true;  // no fallocate here: plain writes
+    error = "cannot reserve " + std::to_string(aligned) + " bytes for " + s_->name + ": " + std::strerror(errno);
+    return false;
+  }
+  reserved_ = aligned;
+  ++g_reserved;
+  return true;
+}
+
 bool DirectWriter::write(const void* data, size_t len, std::string& error) {
   const auto* p = static_cast<const uint8_t*>(data);
   while (len > 0) {
@@ -229,21 +244,31 @@ bool DirectWriter::write(const void* data, size_t len, std::string& error) {
 }
 
 bool DirectWriter::finish(std::string& error) {
-  if (!s_->wait_all(error)) return false;
+  if (!s_->wait_all(error) || !write_tail(error)) return false;
+  // The file is longer than the bytes given after a padded O_DIRECT tail or a reserve():
+  // cut it back to its true size.
+  struct stat st {};
+  if (::fstat(s_->fd, &st) != 0) {
+    error = "cannot stat " + s_->name + ": " + std::strerror(errno);
+    return false;
+  }
+  if (static_cast<uint64_t>(st.st_size) != appended_ && ::ftruncate(s_->fd, static_cast<off_t>(appended_)) != 0) {
+    error = "cannot truncate " + s_->name + " to " + std::to_string(appended_) + " bytes: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool DirectWriter::write_tail(std::string& error) {
   if (s_->filling < 0) return true;
   Buffer& b = s_->buffers[static_cast<size_t>(s_->filling)];
   s_->filling = -1;
   if (b.len == 0) return true;
   if (!s_->direct) return s_->write_range(b.mem, b.len, b.offset, error);
-  // The tail: O_DIRECT writes whole blocks, so pad with zeros and cut the file back.
+  // O_DIRECT writes whole blocks: the tail is padded with zeros (finish() cuts them off).
   const size_t padded = (b.len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
   std::memset(b.mem + b.len, 0, padded - b.len);
-  if (!s_->write_range(b.mem, padded, b.offset, error)) return false;
-  if (padded != b.len && ::ftruncate(s_->fd, static_cast<off_t>(appended_)) != 0) {
-    error = "cannot truncate " + s_->name + " to " + std::to_string(appended_) + " bytes: " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  return s_->write_range(b.mem, padded, b.offset, error);
 }
 
 }  // namespace ckpt

@@ -50,6 +50,13 @@ class DirectWriter {
   DirectWriter(const DirectWriter&) = delete;
   DirectWriter& operator=(const DirectWriter&) = delete;
 
+  // Before the first write: the file's blocks allocated up to `bytes` (the caller's planned
+  // size, rounded up to kDirectAlign) with fallocate. Every O_DIRECT write then lands inside
+  // the file's size: ext4 and XFS run such writes side by side, while a write that extends
+  // the file takes the inode lock alone, so the requests in flight to one file would run one
+  // at a time. finish() cuts the file to the bytes written. A filesystem without fallocate
+  // is no error (nothing reserved); a disk without the space is, now and not after gigabytes.
+  bool reserve(uint64_t bytes, std::string& error);
   // Appends `len` bytes (copied: the caller may reuse `data` at once). A failed write of
   // an earlier buffer is reported here or by finish().
   bool write(const void* data, size_t len, std::string& error);
@@ -62,8 +69,11 @@ class DirectWriter {
 
  private:
   struct State;
+  bool write_tail(std::string& error);
+
   std::unique_ptr<State> s_;
   uint64_t appended_ = 0;
+  uint64_t reserved_ = 0;  // the file's size after reserve()
 };
 
 // Test seams. A write request that would cover byte `offset` fails with EIO (0: off; also
@@ -73,6 +83,8 @@ void set_direct_write_failure_for_testing(uint64_t offset);
 // environment); the notice may be said again after reset_output_io_notice_for_testing().
 void set_refuse_direct_for_testing(bool refuse);
 void reset_output_io_notice_for_testing();
+// Files whose blocks reserve() allocated since the process started.
+uint64_t reserved_outputs();
 // Write requests issued with O_DIRECT / buffered since the process started.
 uint64_t direct_write_requests();
 uint64_t buffered_write_requests();

@@ -603,6 +603,7 @@ void RepackJob::read_ahead(const ExpertLayer& l, uint64_t first_expert, uint64_t
 }
 
 bool RepackJob::write_experts(AtomicOutput& out) {
+  if (std::string error; !out.reserve(experts_size_, error)) return io_fail("IO_WRITE", out_dir_, error);
   buf_ = std::make_unique<uint8_t[]>(kCopyBufferBytes);
   for (const auto& l : layers_) {
     const uint64_t window = std::max<uint64_t>(1, kReadAheadBytes / std::max<uint64_t>(1, l.blob_size));

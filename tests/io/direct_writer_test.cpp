@@ -105,6 +105,51 @@ TEST(DirectWriter, ABulkOutputIsOpenWithODirectWhereTheFilesystemTakesIt) {
   EXPECT_EQ(buffered_write_requests(), buffered_before);
 }
 
+// reserve(): the planned size allocated before the first write (so no O_DIRECT write
+// extends the file); the committed file is cut to the bytes given, whether the plan was
+// exact or larger and whether the tail was padded, through O_DIRECT and the fallback.
+TEST(DirectWriter, AReservedOutputIsCutToTheBytesGiven) {
+  ResetOutputIo reset;
+  test::TempDir tmp;
+  const size_t big = 2 * kDirectBufferBytes + 4097;
+  const std::vector<std::pair<size_t, uint64_t>> cases = {
+      {big, big}, {big, big + 3 * kDirectBufferBytes}, {3 * kDirectAlign, 3 * kDirectAlign}, {0, kDirectAlign}, {5, 1}};
+  for (const bool refuse : {false, true}) {
+    set_refuse_direct_for_testing(refuse);
+    for (const auto& [size, planned] : cases) {
+      const std::string path = tmp.str("out-" + std::to_string(refuse) + "-" + std::to_string(size) + "-" +
+                                       std::to_string(planned));
+      const auto bytes = pattern(size, static_cast<uint32_t>(size + planned));
+      AtomicOutput out(path, kOutputFileMode, OutputUse::bulk);
+      std::string error;
+      ASSERT_TRUE(out.open(error)) << error;
+      const uint64_t before = reserved_outputs();
+      ASSERT_TRUE(out.reserve(planned, error)) << error;
+      if (reserved_outputs() == before) GTEST_SKIP() << "the filesystem of " << tmp.str() << " has no fallocate";
+      for (size_t at = 0; at < bytes.size(); at += 1u << 20)
+        ASSERT_TRUE(out.write(bytes.data() + at, std::min<size_t>(1u << 20, bytes.size() - at), error)) << error;
+      ASSERT_TRUE(out.commit(error)) << error;
+      EXPECT_EQ(fs::file_size(path), size) << path;
+      EXPECT_EQ(test::read_file(path), bytes) << path;
+    }
+  }
+}
+
+// A planned size the disk cannot hold is said at once, before gigabytes are written.
+TEST(DirectWriter, AReserveTheDiskCannotHoldIsAnErrorBeforeAnyWrite) {
+  ResetOutputIo reset;
+  test::TempDir tmp;
+  AtomicOutput out(tmp.str("out"), kOutputFileMode, OutputUse::bulk);
+  std::string error;
+  ASSERT_TRUE(out.open(error)) << error;
+  const uint64_t before = reserved_outputs();
+  if (out.reserve(uint64_t{1} << 60, error)) {
+    ASSERT_EQ(reserved_outputs(), before) << "1 EiB reserved";
+    GTEST_SKIP() << "the filesystem of " << tmp.str() << " has no fallocate";
+  }
+  EXPECT_NE(error.find("cannot reserve 1152921504606846976 bytes for "), std::string::npos) << error;
+}
+
 TEST(DirectWriter, ASmallOutputIsNotWrittenWithODirect) {
   ResetOutputIo reset;
   test::TempDir tmp;
