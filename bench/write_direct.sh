@@ -10,7 +10,8 @@
 #   BENCH_BASE_CKPT  a ckpt built without the direct writer (e.g. main before issue 33):
 #                    its rows ("base") show the old page-cache writes in the same run
 #   BENCH_JOBS       which jobs run (default "v4 v3 gguf relayout")
-# Baseline: 4 `dd oflag=direct` processes of 64 MiB blocks in parallel writing BENCH_WRITE_GIB
+# Baseline (at the start and, unless BENCH_PAIRED=0, again right before each job): 4
+# `dd oflag=direct` processes of 64 MiB blocks in parallel writing BENCH_WRITE_GIB
 # GiB in all, fsynced (conv=fsync). Jobs: convert --experts keep / int8-shift / bf16 of a
 # DeepSeek-V4-layout shard (bench/make_data.py: I8+E8M0 MXFP4 experts, F8_E4M3+E8M0
 # linears), convert of a DeepSeek-V3-layout shard (F8_E4M3 + F32 weight_scale_inv), and
@@ -51,28 +52,37 @@ if want relayout && [ ! -f "$QW/config.json" ]; then
 fi
 
 # --- the baseline ------------------------------------------------------------------------
+# Measured at the start and again right before every job (BENCH_PAIRED=0: at the start
+# only): on the GPU host the disk's own speed drifts by up to 25 % over a few minutes of
+# writing (2.8 -> 1.9 GB/s in one session), so a job is compared with the dd next to it.
 blocks=$(python3 -c "print(max(1, round($GIB * 1024 / 64 / 4)))")
-rm -f "$DIR"/dd.*; sync
-t0=$(date +%s.%N)
-for i in 0 1 2 3; do
-  dd if=/dev/zero of="$DIR/dd.$i" bs=64M count="$blocks" oflag=direct conv=fsync status=none &
-done
-wait
-t1=$(date +%s.%N)
 dd_bytes=$((4 * blocks * 64 * 1024 * 1024))
-rm -f "$DIR"/dd.*
-dd_gbs=$(python3 -c "print(f'{$dd_bytes / ($t1 - $t0) / 1e9:.3f}')")
+measure_dd() {
+  rm -f "$DIR"/dd.*; sync
+  local t0 t1
+  t0=$(date +%s.%N)
+  for i in 0 1 2 3; do
+    dd if=/dev/zero of="$DIR/dd.$i" bs=64M count="$blocks" oflag=direct conv=fsync status=none &
+  done
+  wait
+  t1=$(date +%s.%N)
+  rm -f "$DIR"/dd.*
+  dd_gbs=$(python3 -c "print(f'{$dd_bytes / ($t1 - $t0) / 1e9:.3f}')")
+  dd_secs=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+}
+measure_dd
 
 echo "== output path vs dd oflag=direct (4 streams x 64 MiB blocks), $(nproc) cores, inputs ~${GIB} GiB"
-echo "dd oflag=direct: $(python3 -c "print(f'{$dd_bytes/1e9:.2f}')") GB in $(python3 -c "print(f'{$t1 - $t0:.2f}')") s = ${dd_gbs} GB/s"
-printf '| %-36s | %-8s | %9s | %7s | %6s | %7s | %12s | %9s |\n' job path "output GB" s "GB/s" "/ dd" "cache growth" "peak RSS"
-printf '|%s|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..38})" "----------" "----------:" "--------:" "-------:" "--------:" "-------------:" "----------:"
+echo "dd oflag=direct: $(python3 -c "print(f'{$dd_bytes/1e9:.2f}')") GB in ${dd_secs} s = ${dd_gbs} GB/s$([ "${BENCH_PAIRED:-1}" = 1 ] && echo "; measured again right before each job (its row's dd column)")"
+printf '| %-36s | %-8s | %9s | %7s | %6s | %7s | %7s | %12s | %9s |\n' job path "output GB" s "GB/s" "dd GB/s" "/ dd" "cache growth" "peak RSS"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..38})" "----------" "----------:" "--------:" "-------:" "--------:" "--------:" "-------------:" "----------:"
 
 # Runs one job: OUT is removed first and after; prints one table row.
 run_job() {
   local label=$1 path=$2 out=$3
   shift 3
   rm -rf "$out"; sync
+  [ "${BENCH_PAIRED:-1}" = 1 ] && measure_dd
   python3 - "$label" "$path" "$out" "$dd_gbs" "$@" <<'PY'
 import os, resource, subprocess, sys, time
 label, path, out, dd_gbs, *cmd = sys.argv[1:]
@@ -91,7 +101,7 @@ for root, dirs, files in os.walk(out):
     dirs[:] = [d for d in dirs if not d.startswith(".")]
     n += sum(os.path.getsize(os.path.join(root, f)) for f in files)
 gbs = n / t / 1e9
-print(f"| {label:<36} | {path:<8} | {n / 1e9:9.2f} | {t:7.2f} | {gbs:6.2f} | {gbs / float(dd_gbs):7.2f} | "
+print(f"| {label:<36} | {path:<8} | {n / 1e9:9.2f} | {t:7.2f} | {gbs:6.2f} | {float(dd_gbs):7.2f} | {gbs / float(dd_gbs):7.2f} | "
       f"{100 * growth / n:11.0f}% | {rss / 2**20:5.0f} MiB |")
 PY
   rm -rf "$out"
