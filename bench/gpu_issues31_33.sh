@@ -10,7 +10,8 @@
 #      FineGrainedFP8Config(dequantize=True), every parameter compared) on the Qwen3-MoE,
 #      DeepSeek-V3 and promoted-module cases, ckpt-gpu verify OUT --reference IN on each, and
 #      bench/relayout.sh (a >= 4 GiB Qwen3-235B-layout shard: relayout --tp 8 against cp, peak RSS).
-#   b: issue 33's bench/write_direct.sh at BENCH_WRITE_GIB (default 4) with --before and the
+#   b: issue 33's bench/write_direct.sh at BENCH_WRITE_GIB (default 4; dd measured again right
+#      before each job, the disk's speed drifts by up to 25 % within minutes) with --before and the
 #      base binary's rows (convert V4 x3, V3, repack-experts with and without the whole-file
 #      SHA-256, relayout), the V4 jobs a second time (spread), bench/read_direct.sh on its V4 shard, and the CPU-side dequant
 #      throughput (ckpt_bench_dequant --convert, output to /dev/null).
