@@ -15,9 +15,10 @@
 # GiB in all, fsynced (conv=fsync). Jobs: convert --experts keep / int8-shift / bf16 of a
 # DeepSeek-V4-layout shard (bench/make_data.py: I8+E8M0 MXFP4 experts, F8_E4M3+E8M0
 # linears), convert of a DeepSeek-V3-layout shard (F8_E4M3 + F32 weight_scale_inv), and
-# repack-experts of a qwen3next-like GGUF (bench/make_gguf.py), by default and with
-# --no-source-sha256 (the whole-file SHA-256 is one stream on one core: `openssl dgst -sha256`
-# of the GGUF is printed as that job's second baseline), and relayout --tp 8 of a
+# repack-experts of a qwen3next-like GGUF (bench/make_gguf.py), by default (the source's
+# SHA-256 tree, on every core) and with --source-sha256 (the whole-file SHA-256 too: one
+# stream on one core, `openssl dgst -sha256` of the GGUF is printed as that job's second
+# baseline; a base binary from before the tree was the default writes it too), and relayout --tp 8 of a
 # Qwen3-235B-layout FP8 shard (tools/make_qwen3_moe_fp8.py). Input warm in the page cache
 # for every job. Per job: output bytes, seconds, GB/s, ratio to dd, page-cache growth
 # (/proc/meminfo Cached after - before, as % of the bytes written; other processes on the
@@ -131,13 +132,9 @@ if want gguf; then
     cat "$GGUF" > /dev/null
     run_job "repack-experts GGUF" "$p" "$DIR/out" "$(tool "$p")" repack-experts -q "${flag[@]}" "$GGUF" "$DIR/out"
   done
-  for p in buffered direct; do
-    [ "$p" = buffered ] && [ "$BEFORE" = 0 ] && continue
-    flag=(); [ "$p" = buffered ] && flag=(--buffered)
-    cat "$GGUF" > /dev/null
-    run_job "repack-experts --no-source-sha256" "$p" "$DIR/out" "$CKPT" repack-experts -q --no-source-sha256 "${flag[@]}" \
-      "$GGUF" "$DIR/out"
-  done
+  # The whole-file SHA-256 asked for: bound by one SHA-256 stream (openssl dgst below).
+  cat "$GGUF" > /dev/null
+  run_job "repack-experts --source-sha256" direct "$DIR/out" "$CKPT" repack-experts -q --source-sha256 "$GGUF" "$DIR/out"
 fi
 if want relayout; then
   for p in "${paths[@]}"; do
@@ -145,7 +142,7 @@ if want relayout; then
     [ "$p" = base ] && ! "$BASE" relayout --help > /dev/null 2>&1 && continue
     flag=(); [ "$p" = buffered ] && flag=(--buffered)
     cat "$QW"/*.safetensors > /dev/null
-    run_job "relayout --tp 8 (Qwen3-235B layout)" "$p" "$DIR/out" "$CKPT" relayout -q --tp 8 "${flag[@]}" "$QW" "$DIR/out"
+    run_job "relayout --tp 8 (Qwen3-235B layout)" "$p" "$DIR/out" "$(tool "$p")" relayout -q --tp 8 "${flag[@]}" "$QW" "$DIR/out"
   done
 fi
 echo "(cache growth = /proc/meminfo Cached after - before, % of output bytes; base: the ckpt given as BENCH_BASE_CKPT)"

@@ -113,14 +113,16 @@ std::vector<ConversionOption> repack_options_recorded(uint64_t align, const std:
                                                       bool source_sha256) {
   std::vector<ConversionOption> recorded{
       {"a-log", a_log}, {"align", std::to_string(align)}, {"tree-chunk", std::to_string(tree_chunk)}};
-  // Recorded only when it is not the default, so a default repack's provenance stays what
-  // earlier versions wrote (and can --recompute).
+  // Recorded when "no" only: a provenance without it means "yes", as every provenance of a
+  // version whose default was the whole-file SHA-256 does (and --source-sha256 writes the
+  // same), so those still --recompute.
   if (!source_sha256) recorded.emplace_back("source-sha256", "no");
   return recorded;
 }
 
 bool apply_repack_options(std::vector<ConversionOption> options, ckpt::RepackOptions& o, std::string& error) {
-  // Absent: the default (a provenance of a default repack, or written before the option).
+  // Absent: the whole-file SHA-256 was written (--source-sha256, or a version from before
+  // the option or from when it was the default).
   if (!option_value(options, "source-sha256")) options.emplace_back("source-sha256", "yes");
   if (!only_known("repack-experts", options, {"a-log", "align", "tree-chunk", "source-sha256"}, error)) return false;
   const std::string& a_log = *option_value(options, "a-log");

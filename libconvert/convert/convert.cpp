@@ -14,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <sys/statvfs.h>
 
 #include "plan/config_rewrite.h"
 #include "plan/output_index.h"
@@ -26,6 +25,7 @@
 #include "formats/json.h"
 #include "formats/model_files.h"
 #include "io/atomic_file.h"
+#include "io/free_space.h"
 #include "io/hash.h"
 #include "io/output_file.h"
 #include "formats/json_writer.h"
@@ -258,15 +258,6 @@ bool copy_side_file(const PinnedSideFile& from, const fs::path& to, mode_t dir_m
     pos += n;
   }
   return out.commit(error);
-}
-
-uint64_t free_bytes(const fs::path& out) {
-  fs::path probe = out;
-  std::error_code ec;
-  while (!probe.empty() && !fs::exists(probe, ec)) probe = probe.parent_path();
-  struct statvfs st {};
-  if (::statvfs(probe.empty() ? "." : probe.c_str(), &st) != 0) return UINT64_MAX;
-  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
 }
 
 bool write_record(const ConvertOptions& o, ShardRecord& rec, ConvertReport& r) {
@@ -621,10 +612,9 @@ void write_output(const LoadedModel& in, const ConvertOptions& o, const std::vec
   }
   std::vector<bool> done = finished_shards(in, o, owned, r);
   r.disk_needed = disk_needed(r, owned, done, o);
-  if (r.disk_needed > r.disk_free) {
-    fail(r, ConvertStatus::io_error, "IO_NO_SPACE", o.output,
-         "the conversion needs " + std::to_string(r.disk_needed) + " bytes but " + o.output + " has " +
-             std::to_string(r.disk_free) + " free; nothing was written");
+  if (std::string no_space = no_space_message("the conversion", r.disk_needed, o.output, r.disk_free);
+      !no_space.empty()) {
+    fail(r, ConvertStatus::io_error, "IO_NO_SPACE", o.output, no_space);
     return;
   }
   if (o.on_plan) o.on_plan(r);

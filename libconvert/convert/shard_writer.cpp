@@ -341,8 +341,13 @@ class ShardPipeline {
       record_digest(s, std::span<const uint8_t>(w->in.data() + at, s.length), is_remap(pt.action));
       at += s.length;
     }
-    out_hash.update(pt.action == TensorAction::copy ? w->in : w->out);
+    out_hash.update(output_of(*w));
     return w;
+  }
+
+  // The unit's output bytes: a copied range is written as it was read.
+  const std::vector<uint8_t>& output_of(const Work& w) const {
+    return shard_.tensors[w.unit->k].action == TensorAction::copy ? w.in : w.out;
   }
 
   // Each input tensor's xxh3, whichever file holds it, for the shard record: streamed
@@ -581,7 +586,7 @@ class ShardPipeline {
 
   bool write(const Work& w, uint64_t& written) {
     const PlannedTensor& pt = shard_.tensors[w.unit->k];
-    const std::vector<uint8_t>& bytes = pt.action == TensorAction::copy ? w.in : w.out;
+    const std::vector<uint8_t>& bytes = output_of(w);
     if (pt.action == TensorAction::remap_mxfp4) stats_[pt.fused].merge(w.stats);
     if (!out_.write(bytes.data(), bytes.size(), write_error_)) return false;
     written += bytes.size();

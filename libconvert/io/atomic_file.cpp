@@ -215,7 +215,8 @@ bool AtomicOutput::open(std::string& error) {
   }
   opened_ = true;
   slot_ = register_temp(tmp_);
-  if (use_ == OutputUse::bulk) writer_ = std::make_unique<DirectWriter>(fd_, tmp_);
+  // Its messages name the destination (what the user asked for), not the hidden temporary.
+  if (use_ == OutputUse::bulk) writer_ = std::make_unique<DirectWriter>(fd_, dest_);
   return true;
 }
 

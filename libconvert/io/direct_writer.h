@@ -44,7 +44,7 @@ inline constexpr uint64_t kDirectWriterBytes = uint64_t{kDirectBuffers} * kDirec
 class DirectWriter {
  public:
   // `fd`: a regular file open for writing, empty, written from offset 0 by this writer
-  // only. `name` is used in error messages.
+  // only. `name` (the destination the file becomes) is used in error messages.
   DirectWriter(int fd, std::string name);
   ~DirectWriter();  // waits for the writes in flight
   DirectWriter(const DirectWriter&) = delete;

@@ -21,6 +21,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "io/atomic_file.h"
+#include "io/free_space.h"
 #include "io/hash.h"
 #include "io/mapped_file.h"
 #include "io/output_file.h"
@@ -144,6 +145,7 @@ class RepackJob {
   bool create_out_dir();
   bool lock_out_dir();
   bool withdraw_manifest();
+  bool check_free_space(uint64_t dense_data);
   bool open_input();
   bool plan_experts();
   bool add_expert_tensor(const GgufTensorInfo& t, uint64_t layer, const std::string& role,
@@ -218,8 +220,8 @@ bool RepackJob::check_options() {
   }
   if (!options_.source_sha256 && options_.tree_chunk == 0) {
     return fail(kRepackUsage, "REPACK_NO_SOURCE_IDENTITY", "", "", std::nullopt,
-                "--no-source-sha256 with --tree-chunk 0 leaves the manifest without its source's identity: keep "
-                "one of the two");
+                "--tree-chunk 0 without --source-sha256 leaves the manifest without its source's identity: keep "
+                "the tree or ask for the whole-file SHA-256");
   }
   if (options_.tree_chunk != 0 && !sha256_tree_chunk_size_ok(options_.tree_chunk)) {
     return fail(kRepackUsage, "REPACK_BAD_TREE_CHUNK", "", "", std::nullopt,
@@ -285,6 +287,15 @@ bool RepackJob::withdraw_manifest() {
   std::string error;
   if (!sync_directory(out_dir_, error)) return io_fail("IO_WRITE", out_dir_, error);
   return true;
+}
+
+// Under the lock, before anything is written: the data files' bytes (experts.bin, and
+// dense.gguf's tensor data; its header and the manifest are small) fit on OUT_DIR's disk.
+// An --overwrite run's old data files still count as used: they are replaced at the renames.
+bool RepackJob::check_free_space(uint64_t dense_data) {
+  const uint64_t needed = experts_size_ + dense_data;
+  const std::string no_space = no_space_message("the repack", needed, out_dir_, free_bytes(out_dir_));
+  return no_space.empty() || io_fail("IO_NO_SPACE", out_dir_, no_space);
 }
 
 bool RepackJob::output_is_input(const std::string& path) const {
@@ -779,9 +790,10 @@ void RepackJob::run() {
       !create_out_dir() || !lock_out_dir() || !withdraw_manifest()) {
     return;
   }
-  src_.advise_sequential();
   uint64_t dense_data = 0;
   for (const auto* t : dense_) dense_data += t->nbytes;  // each within the file: no overflow
+  if (!check_free_space(dense_data)) return;
+  src_.advise_sequential();
   total_work_ = src_.size() * ((options_.source_sha256 ? 1 : 0) + (options_.tree_chunk != 0 ? 1 : 0)) + experts_size_ +
                 dense_data;
   AtomicOutput experts((fs::path(out_dir_) / kPackExpertsFile).string(), mode_, OutputUse::bulk);

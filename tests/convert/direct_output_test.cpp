@@ -2,6 +2,10 @@
 // bytes are those of a buffered write, a write failing mid-file leaves no complete-looking
 // output (and convert --resume then finishes), the fallback is said once (not with -q),
 // and convert's memory budget counts the writer's buffers.
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 
@@ -86,6 +90,104 @@ TEST(ConvertDirect, AFailedWriteMidFileLeavesNoCompleteLookingOutputAndResumeFin
   const ConvertReport resumed = convert(in, tmp.str("out"), true);
   ASSERT_EQ(resumed.status, ConvertStatus::ok) << test::describe(resumed.findings);
   EXPECT_EQ(test::file_tree(tmp.str("out")), test::file_tree(tmp.str("clean")));
+}
+
+// Every file larger than `bytes` is refused by the kernel (RLIMIT_FSIZE: fallocate and
+// write fail with EFBIG, SIGXFSZ ignored) while this object lives: a disk that fills up
+// under one shard and not under the others, with no special filesystem.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ok_ = ::getrlimit(RLIMIT_FSIZE, &saved_) == 0;
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lower = saved_;
+    lower.rlim_cur = bytes;
+    ok_ = ok_ && ::setrlimit(RLIMIT_FSIZE, &lower) == 0;
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit saved_{};
+  void (*old_handler_)(int) = SIG_DFL;
+  bool ok_ = false;
+};
+
+// The disk refuses a later shard's blocks (every file larger than the first output shard,
+// rounded up to 4 KiB, is refused) after the first shard was written: an I/O error naming
+// that shard, no shard of it at its final name, no index, no temporary; --resume, with the
+// space back, keeps the finished shard and ends with the bytes of an uninterrupted conversion.
+TEST(ConvertDirect, AShardTheDiskRefusesMidConversionLeavesNoCompleteLookingOutputAndResumeFinishes) {
+  ResetOutputIo reset;
+  test::TempDir tmp;
+  const std::string in = test::fixture("oracle/dsv4-tiny");
+  ASSERT_EQ(convert(in, tmp.str("clean")).status, ConvertStatus::ok);
+  const auto rounded = [&](int shard) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05d-of-00007.safetensors", shard);
+    return std::pair<std::string, uint64_t>(name, (fs::file_size(tmp.str("clean") + "/" + name) + 4095) / 4096 * 4096);
+  };
+  const uint64_t limit_bytes = rounded(1).second;
+  int refused = 2;
+  while (refused <= 7 && rounded(refused).second <= limit_bytes) ++refused;
+  ASSERT_LE(refused, 7) << "no output shard is larger than the first";
+  const auto [refused_name, refused_bytes] = rounded(refused);
+  ConvertReport failed;
+  {
+    FileSizeLimit limit(limit_bytes);
+    ASSERT_TRUE(limit.ok()) << "setrlimit(RLIMIT_FSIZE)";
+    failed = convert(in, tmp.str("out"));
+  }
+  EXPECT_EQ(failed.status, ConvertStatus::io_error);
+  const std::string said = test::describe(failed.findings);
+  // Refused by the reserve (fallocate) where the filesystem has it, else by a write.
+  EXPECT_TRUE(said.find("cannot reserve " + std::to_string(refused_bytes) + " bytes for " + tmp.str("out") + "/" +
+                        refused_name + ": ") != std::string::npos ||
+              said.find("cannot write " + tmp.str("out") + "/" + refused_name + ": ") != std::string::npos)
+      << said;
+  EXPECT_TRUE(fs::exists(tmp.str("out") + "/model-00001-of-00007.safetensors")) << "written before the refusal";
+  for (const auto& e : fs::directory_iterator(tmp.str("out"))) {
+    const std::string name = e.path().filename().string();
+    EXPECT_NE(name, refused_name) << "the refused shard looks complete";
+    EXPECT_FALSE(is_temp_name(name)) << name;
+    EXPECT_NE(name, "model.safetensors.index.json");
+  }
+  EXPECT_EQ(live_temporaries(), 0u);
+  const ConvertReport resumed = convert(in, tmp.str("out"), true);
+  ASSERT_EQ(resumed.status, ConvertStatus::ok) << test::describe(resumed.findings);
+  EXPECT_EQ(test::file_tree(tmp.str("out")), test::file_tree(tmp.str("clean")));
+}
+
+// A disk without room for the output is refused under the lock before anything is
+// written, by convert and by repack-experts alike (one check: io/free_space.h).
+TEST(ConvertDirect, ADiskWithoutRoomIsRefusedBeforeAnythingIsWrittenByConvertAndRepack) {
+  test::TempDir tmp;
+  const std::string v4 = test::fixture("oracle/dsv4-tiny");
+  auto r = test::run_ckpt_env("CKPT_TEST_FREE_BYTES=4096", "convert -q " + q(v4) + " " + q(tmp.str("conv")));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("IO_NO_SPACE"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the conversion needs "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" bytes but " + tmp.str("conv") + " has 4096 free; nothing was written"), std::string::npos)
+      << r.err;
+  const std::string gguf = test::fixture("ggml/qwen3next-tiny.gguf");
+  r = test::run_ckpt_env("CKPT_TEST_FREE_BYTES=4096", "repack-experts -q " + q(gguf) + " " + q(tmp.str("pack")));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("IO_NO_SPACE"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the repack needs "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" bytes but " + tmp.str("pack") + " has 4096 free; nothing was written"), std::string::npos)
+      << r.err;
+  for (const char* dir : {"conv", "pack"}) {
+    for (const auto& e : fs::directory_iterator(tmp.str(dir))) {
+      const std::string name = e.path().filename().string();
+      EXPECT_TRUE(name == ".ckptkit") << dir << "/" << name << " was written";
+    }
+  }
+  // With the room there, the same commands succeed (the check compared real sizes).
+  r = test::run_ckpt("repack-experts -q " + q(gguf) + " " + q(tmp.str("pack2")));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST(ConvertDirect, OutputBytesAreTheSameThroughTheFallback) {

@@ -39,7 +39,7 @@ std::vector<GoldenCase> golden_cases() {
 
 TEST(Golden, ConversionsOfTheFixturesMatchTheirManifests) {
   const auto cases = golden_cases();
-  ASSERT_EQ(cases.size(), 4u);
+  ASSERT_EQ(cases.size(), 5u);
   test::TempDir tmp;
   for (const auto& c : cases) {
     const std::string out = tmp.str(c.name);

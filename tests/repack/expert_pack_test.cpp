@@ -156,7 +156,10 @@ TEST_F(ExpertPack, EveryPartIsItsSourceSlice) {
   ASSERT_TRUE(experts.open(pack("experts.bin"), err));
   EXPECT_EQ(experts.size() % 4096, 0u);
   EXPECT_EQ(u64(m->root(), "alignment"), 4096u);
-  EXPECT_EQ(str(m->root()["source"].value(), "sha256"), report_->source_sha256);
+  // The default names the source by its SHA-256 tree alone (no one-stream whole-file digest).
+  EXPECT_TRUE(m->root()["source"]["sha256"].error()) << "source.sha256 written without --source-sha256";
+  EXPECT_EQ(report_->source_sha256, "");
+  EXPECT_FALSE(report_->source_tree_root.empty());
   size_t blobs = 0, parts = 0;
   std::map<std::string, int> types_seen;
   for (auto b : items(m->root(), "blobs")) {
@@ -336,22 +339,52 @@ TEST(ExpertPackOptions, BadTreeChunkIsUsageError) {
   EXPECT_FALSE(fs::exists(tmp.str("out")));
 }
 
-// --no-source-sha256 needs the tree: with --tree-chunk 0 the manifest would name no
-// source, so the pair is refused before anything is written.
+// Without --source-sha256 the tree is the source's identity: with --tree-chunk 0 the
+// manifest would name no source, so that is refused before anything is written (with
+// --no-source-sha256, the earlier spelling of the default, too).
 TEST(ExpertPackOptions, NoSourceIdentityIsUsageError) {
   test::TempDir tmp;
   RepackOptions o;
   o.tree_chunk = 0;
-  o.source_sha256 = false;
   auto r = repack_experts(kFixture, tmp.str("out"), o);
   EXPECT_EQ(r.status, kRepackUsage);
   EXPECT_TRUE(r.findings.has_code("REPACK_NO_SOURCE_IDENTITY")) << all_findings(r.findings);
   EXPECT_FALSE(fs::exists(tmp.str("out")));
-  auto cli = test::run_ckpt("repack-experts -q --no-source-sha256 --tree-chunk 0 " + test::shell_quote(kFixture) + " " +
-                            test::shell_quote(tmp.str("cli")));
-  EXPECT_EQ(cli.exit_code, 2) << cli.err;
-  EXPECT_NE(cli.err.find("REPACK_NO_SOURCE_IDENTITY"), std::string::npos) << cli.err;
-  EXPECT_FALSE(fs::exists(tmp.str("cli")));
+  for (const std::string flags : {"--tree-chunk 0", "--no-source-sha256 --tree-chunk 0"}) {
+    const std::string out = tmp.str("cli" + std::to_string(flags.size()));
+    auto cli = test::run_ckpt("repack-experts -q " + flags + " " + test::shell_quote(kFixture) + " " + test::shell_quote(out));
+    EXPECT_EQ(cli.exit_code, 2) << flags << ": " << cli.err;
+    EXPECT_NE(cli.err.find("REPACK_NO_SOURCE_IDENTITY"), std::string::npos) << cli.err;
+    EXPECT_FALSE(fs::exists(out)) << flags;
+  }
+}
+
+// --source-sha256 adds the whole-file digest (pack_validate_test checks it against
+// OpenSSL's); the data files are the same bytes as the default's, and --no-source-sha256
+// (the default's earlier spelling) gives the default's pack; the two flags together are
+// a usage error.
+TEST(ExpertPackOptions, SourceSha256AddsTheWholeFileDigestAndChangesNoDataFile) {
+  test::TempDir tmp;
+  const auto q = test::shell_quote;
+  auto r = test::run_ckpt("repack-experts -q --source-sha256 " + q(kFixture) + " " + q(tmp.str("whole")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ckpt("repack-experts -q " + q(kFixture) + " " + q(tmp.str("default")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_ckpt("repack-experts -q --no-source-sha256 " + q(kFixture) + " " + q(tmp.str("no")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto whole = read_manifest(tmp.str("whole"));
+  auto plain = read_manifest(tmp.str("default"));
+  const std::string digest = str(whole->root()["source"].value(), "sha256");
+  EXPECT_EQ(digest.size(), 64u);
+  EXPECT_TRUE(plain->root()["source"]["sha256"].error());
+  EXPECT_EQ(str(whole->root()["source"]["sha256_tree"].value(), "root"),
+            str(plain->root()["source"]["sha256_tree"].value(), "root"));
+  for (const char* name : {"experts.bin", "dense.gguf"})
+    EXPECT_EQ(test::read_file(tmp.str("whole/") + name), test::read_file(tmp.str("default/") + name)) << name;
+  EXPECT_EQ(test::read_file(tmp.str("no/manifest.json")), test::read_file(tmp.str("default/manifest.json")));
+  r = test::run_ckpt("repack-experts -q --source-sha256 --no-source-sha256 " + q(kFixture) + " " + q(tmp.str("both")));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(fs::exists(tmp.str("both")));
 }
 
 // --tree-chunk 0: the manifest as written before the tree (source.sha256 only); the same
@@ -359,10 +392,12 @@ TEST(ExpertPackOptions, NoSourceIdentityIsUsageError) {
 TEST(ExpertPackOptions, TreeChunkZeroWritesNoTree) {
   test::TempDir tmp;
   RepackOptions o;
+  o.source_sha256 = true;  // the source named by its whole-file digest alone
   o.tree_chunk = 0;
   const auto r_none = repack_experts(kFixture, tmp.str("none"), o);
   ASSERT_EQ(r_none.status, kRepackOk);
-  const auto r_tree = repack(kFixture, tmp.str("tree"));
+  o.tree_chunk = kSha256TreeDefaultChunk;
+  const auto r_tree = repack_experts(kFixture, tmp.str("tree"), o);
   ASSERT_EQ(r_tree.status, kRepackOk);
   auto none = read_manifest(tmp.str("none"));
   auto tree = read_manifest(tmp.str("tree"));

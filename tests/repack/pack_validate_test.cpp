@@ -34,9 +34,13 @@ class PackValidate : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     tmp_ = new test::TempDir();
-    auto r = repack_experts(kFixture, tmp_->str("pack"), RepackOptions{});
+    // Both identities (--source-sha256), so that each can be damaged, or removed to give
+    // a manifest as written before the tree; ATreeAloneNamesTheSource makes the default.
+    RepackOptions both;
+    both.source_sha256 = true;
+    auto r = repack_experts(kFixture, tmp_->str("pack"), both);
     ASSERT_EQ(r.status, kRepackOk) << all_findings(r.findings);
-    RepackOptions tree;
+    RepackOptions tree = both;
     tree.tree_chunk = kTreeChunk;
     r = repack_experts(kFixture, tmp_->str("tree-pack"), tree);
     ASSERT_EQ(r.status, kRepackOk) << all_findings(r.findings);
@@ -225,7 +229,7 @@ std::string one_shot_hex(const uint8_t* data, size_t n) {
   return sha256_hex(d);
 }
 
-// A clean repack records both identities; its tree's chunks are the fixture's 1 MiB
+// A clean --source-sha256 repack records both identities; its tree's chunks are the fixture's 1 MiB
 // slices' SHA-256 (OpenSSL one-shot here) and the pack validates against the fixture.
 TEST_F(PackValidate, TreePackValidatesFromACleanRepack) {
   JsonDoc doc;
@@ -342,14 +346,14 @@ TEST_F(PackValidate, DeepProvesTheWholeFileSha256BesideATree) {
   EXPECT_EQ(validate(tree_pack(), kFixture, true).items().size(), 0u);
 }
 
-// --no-source-sha256: the manifest names its source by the tree alone (no whole-file
-// digest, the one-stream hash that bounds a repack on a fast disk). It validates against
+// The default (no --source-sha256): the manifest names its source by the tree alone (no
+// whole-file digest, the one-stream hash that bounds a repack on a fast disk). It validates against
 // its source with and without --deep, and a changed reference byte is still named by its
 // chunk; a manifest with neither identity names no source and is refused.
 TEST_F(PackValidate, ATreeAloneNamesTheSource) {
   RepackOptions o;
   o.tree_chunk = kTreeChunk;
-  o.source_sha256 = false;
+  ASSERT_FALSE(o.source_sha256) << "the default";
   const auto r = repack_experts(kFixture, scratch_.str("tree-only"), o);
   ASSERT_EQ(r.status, kRepackOk) << all_findings(r.findings);
   EXPECT_EQ(r.source_sha256, "");

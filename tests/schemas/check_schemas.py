@@ -54,15 +54,15 @@ def main() -> int:
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         # An expert pack's manifest (written by repack-experts, not printed): check the file itself.
-        # --no-source-sha256: the tree alone names the source.
-        for pack, extra in ((tmp + "/pack", []), (tmp + "/pack-tree", ["--no-source-sha256"])):
+        # By default the tree alone names the source; --source-sha256 adds the whole-file digest.
+        for pack, extra in ((tmp + "/pack", []), (tmp + "/pack-whole", ["--source-sha256"])):
             subprocess.run([ckpt, "repack-experts", "-q", *extra, str(fixtures / "ggml/qwen3next-tiny.gguf"), pack],
                            capture_output=True)
             try:
                 manifest = json.loads(pathlib.Path(pack + "/manifest.json").read_text())
                 jsonschema.Draft202012Validator(schemas["expert-pack-manifest.schema.json"]).validate(manifest)
-                if extra and "sha256" in manifest["source"]:
-                    raise ValueError("--no-source-sha256 wrote source.sha256")
+                if ("sha256" in manifest["source"]) != bool(extra):
+                    raise ValueError(f"repack-experts {' '.join(extra)}: source.sha256 written: {'sha256' in manifest['source']}")
                 print(f"ok   expert-pack-manifest.schema.json: repack-experts {' '.join(extra)} qwen3next-tiny.gguf")
             except Exception as e:
                 failed += 1

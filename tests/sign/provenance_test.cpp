@@ -185,22 +185,26 @@ std::string recorded_option(const std::string& out, const std::string& name) {
   return "(not recorded)";
 }
 
-// --no-source-sha256 is recorded (source-sha256 "no") and applied back by --recompute: the
-// manifest made again has no whole-file digest either, so the pack recomputes equal. A
-// default repack records no source-sha256 (its provenance is what earlier versions wrote).
-TEST(OmsProvenance, ARepackWithoutTheWholeFileDigestRecordsItAndRecomputes) {
+// A default repack (the tree alone) records source-sha256 "no", applied back by
+// --recompute: the manifest made again has no whole-file digest either, so the pack
+// recomputes equal. --source-sha256 records nothing, as every provenance written while the
+// whole-file digest was the default did, and --recompute of it writes the digest again.
+TEST(OmsProvenance, ARepackRecordsWhetherItWroteTheWholeFileDigestAndRecomputes) {
   test::TempDir tmp;
   const std::string in = test::fixture("ggml/qwen3next-tiny.gguf"), out = tmp.str("pack");
-  test::RunResult r = test::run_ckpt("repack-experts -q --no-source-sha256" + kSignKey + q(in) + " " + q(out));
+  test::RunResult r = test::run_ckpt("repack-experts -q" + kSignKey + q(in) + " " + q(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(recorded_option(out, "source-sha256"), "no");
+  EXPECT_EQ(recorded_option(out, "tree-chunk"), "67108864");
   r = test::run_ckpt("verify-signature -q" + kTrust + "--provenance " + q(out + "/model.provenance") + " --reference " +
                      q(in) + " --recompute " + q(out));
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  const std::string plain = tmp.str("plain");
-  ASSERT_EQ(test::run_ckpt("repack-experts -q" + kSignKey + q(in) + " " + q(plain)).exit_code, 0);
-  EXPECT_EQ(recorded_option(plain, "source-sha256"), "(not recorded)");
-  EXPECT_EQ(recorded_option(plain, "tree-chunk"), "67108864");
+  const std::string whole = tmp.str("whole");
+  ASSERT_EQ(test::run_ckpt("repack-experts -q --source-sha256" + kSignKey + q(in) + " " + q(whole)).exit_code, 0);
+  EXPECT_EQ(recorded_option(whole, "source-sha256"), "(not recorded)");
+  r = test::run_ckpt("verify-signature -q" + kTrust + "--provenance " + q(whole + "/model.provenance") + " --reference " +
+                     q(in) + " --recompute " + q(whole));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 // A recorded source-sha256 other than yes/no, signed by the key owner, is not guessed at:
