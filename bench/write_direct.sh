@@ -8,8 +8,11 @@
 #   --before         also runs every job with --buffered (the page-cache path, dropped
 #                    behind the writer), so the before/after pair is in one run
 #   BENCH_BASE_CKPT  a ckpt built without the direct writer (e.g. main before issue 33):
-#                    its rows ("base") show the old page-cache writes in the same run
+#                    its rows ("base") show the old page-cache writes in the same run; or
+#                    any other build to compare with, named by BENCH_BASE_LABEL
 #   BENCH_JOBS       which jobs run (default "v4 v3 gguf relayout")
+#   BENCH_REPS       runs of each job (default 1), each right after its own dd: the row
+#                    gives the median ratio and the range (a VM's disk drifts by 25 %)
 # Baseline (at the start and, unless BENCH_PAIRED=0, again right before each job): 4
 # `dd oflag=direct` processes of 64 MiB blocks in parallel writing BENCH_WRITE_GIB
 # GiB in all, fsynced (conv=fsync). Jobs: convert --experts keep / int8-shift / bf16 of a
@@ -75,18 +78,24 @@ measure_dd
 
 echo "== output path vs dd oflag=direct (4 streams x 64 MiB blocks), $(nproc) cores, inputs ~${GIB} GiB"
 echo "dd oflag=direct: $(python3 -c "print(f'{$dd_bytes/1e9:.2f}')") GB in ${dd_secs} s = ${dd_gbs} GB/s$([ "${BENCH_PAIRED:-1}" = 1 ] && echo "; measured again right before each job (its row's dd column)")"
-printf '| %-36s | %-8s | %9s | %7s | %6s | %7s | %7s | %12s | %9s |\n' job path "output GB" s "GB/s" "dd GB/s" "/ dd" "cache growth" "peak RSS"
-printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..38})" "----------" "----------:" "--------:" "-------:" "--------:" "--------:" "-------------:" "----------:"
+REPS=${BENCH_REPS:-1}
+[ "$REPS" -gt 1 ] && echo "each job run $REPS times, each right after its own dd; s, GB/s, dd and / dd are medians, range = lowest-highest / dd"
+printf '| %-36s | %-8s | %9s | %7s | %6s | %7s | %7s | %11s | %12s | %9s |\n' job path "output GB" s "GB/s" "dd GB/s" "/ dd" "range" "cache growth" "peak RSS"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..38})" "----------" "----------:" "--------:" "-------:" "--------:" "--------:" "------------:" "-------------:" "----------:"
 
-# Runs one job: OUT is removed first and after; prints one table row.
+# Runs one job BENCH_REPS times (OUT removed before and after each run), each run right
+# after its own dd unless BENCH_PAIRED=0; prints one table row: medians, the range of the
+# ratio, the largest cache growth and peak RSS.
 run_job() {
-  local label=$1 path=$2 out=$3
+  local label=$1 path=$2 out=$3 runs
   shift 3
-  rm -rf "$out"; sync
-  [ "${BENCH_PAIRED:-1}" = 1 ] && measure_dd
-  python3 - "$label" "$path" "$out" "$dd_gbs" "$@" <<'PY'
+  runs=$(mktemp)
+  for ((rep = 0; rep < REPS; rep++)); do
+    rm -rf "$out"; sync
+    [ "${BENCH_PAIRED:-1}" = 1 ] && measure_dd
+    python3 - "$out" "$dd_gbs" "$@" >> "$runs" <<'PY'
 import os, resource, subprocess, sys, time
-label, path, out, dd_gbs, *cmd = sys.argv[1:]
+out, dd_gbs, *cmd = sys.argv[1:]
 def cached():
     for line in open("/proc/meminfo"):
         if line.startswith("Cached:"):
@@ -101,19 +110,33 @@ n = 0
 for root, dirs, files in os.walk(out):
     dirs[:] = [d for d in dirs if not d.startswith(".")]
     n += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-gbs = n / t / 1e9
-print(f"| {label:<36} | {path:<8} | {n / 1e9:9.2f} | {t:7.2f} | {gbs:6.2f} | {float(dd_gbs):7.2f} | {gbs / float(dd_gbs):7.2f} | "
-      f"{100 * growth / n:11.0f}% | {rss / 2**20:5.0f} MiB |")
+print(n, t, dd_gbs, growth, rss)
 PY
-  rm -rf "$out"
+    rm -rf "$out"
+  done
+  python3 - "$label" "$path" "$runs" <<'PY'
+import statistics, sys
+label, path, runs = sys.argv[1:]
+rows = [[float(x) for x in line.split()] for line in open(runs) if line.strip()]
+n = rows[0][0]
+ratios = [r[0] / r[1] / 1e9 / r[2] for r in rows]
+med = statistics.median
+t, dd = med(r[1] for r in rows), med(r[2] for r in rows)
+growth, rss = max(r[3] for r in rows), max(r[4] for r in rows)
+span = f"{min(ratios):.2f}-{max(ratios):.2f}" if len(rows) > 1 else ""
+print(f"| {label:<36} | {path:<8} | {n / 1e9:9.2f} | {t:7.2f} | {n / t / 1e9:6.2f} | {dd:7.2f} | {med(ratios):7.2f} | "
+      f"{span:>11} | {100 * growth / n:11.0f}% | {rss / 2**20:5.0f} MiB |")
+PY
+  rm -f "$runs"
 }
 
 paths=(direct)
 [ "$BEFORE" = 1 ] && paths=(buffered direct)
-[ -n "${BENCH_BASE_CKPT:-}" ] && paths=(base "${paths[@]}")
+BL=${BENCH_BASE_LABEL:-base}  # the base rows' name in the path column (at most 8 characters)
+[ -n "${BENCH_BASE_CKPT:-}" ] && paths=("$BL" "${paths[@]}")
 BASE=$(readlink -f "${BENCH_BASE_CKPT:-$CKPT}")
 # The binary and flags of one path.
-tool() { if [ "$1" = base ]; then echo "$BASE"; else echo "$CKPT"; fi; }
+tool() { if [ "$1" = "$BL" ]; then echo "$BASE"; else echo "$CKPT"; fi; }
 want v4 && for mode in keep int8-shift bf16; do
   for p in "${paths[@]}"; do
     flag=(); [ "$p" = buffered ] && flag=(--buffered)
@@ -139,7 +162,8 @@ fi
 if want relayout; then
   for p in "${paths[@]}"; do
     # A base binary from before relayout existed (41ba9e0) has no row here.
-    [ "$p" = base ] && ! "$BASE" relayout --help > /dev/null 2>&1 && continue
+    # (an unknown subcommand's --help prints the top-level help and exits 0: read the list)
+    [ "$p" = "$BL" ] && ! "$BASE" --help 2>&1 | grep -qw relayout && continue
     flag=(); [ "$p" = buffered ] && flag=(--buffered)
     cat "$QW"/*.safetensors > /dev/null
     run_job "relayout --tp 8 (Qwen3-235B layout)" "$p" "$DIR/out" "$(tool "$p")" relayout -q --tp 8 "${flag[@]}" "$QW" "$DIR/out"

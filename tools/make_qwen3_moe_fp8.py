@@ -57,13 +57,25 @@ if not cfg.get("tie_word_embeddings", False):
 
 SIZE = {"BF16": 2, "F8_E4M3": 1}
 nan_free = bytes(range(256)).replace(b"\x7f", b"\x7e").replace(b"\xff", b"\xfe")
+# BF16 values made a buffer at a time (a per-value loop took minutes for a 4 GiB layout).
+# A little-endian BF16 is (low, high) = (exponent bit 0 << 7 | 7 mantissa bits,
+# sign << 7 | exponent bits 7..1): the low byte is any byte, the high byte picks the
+# sign and the exponent's upper bits from a table.
+def table(highs):
+    return bytes(highs[i % len(highs)] for i in range(256))
+weight_high = table([s << 7 | h for s in (0, 1) for h in (60, 61, 62)])  # exponents 120 .. 125, either sign
+scale_high = table([57, 58, 59, 60])                                      # exponents 114 .. 121, positive
+def bf16(n, high):
+    out = bytearray(n)
+    out[0::2] = rng.randbytes(n // 2)
+    out[1::2] = rng.randbytes(n // 2).translate(high)
+    return bytes(out)
 def data(name, dtype, n):
     if dtype == "F8_E4M3":
         return None if a.zero_fp8 else rng.randbytes(n).translate(nan_free)
-    if name.endswith("_scale_inv"):  # positive BF16 multipliers 2^-13 .. 2^-6
-        return b"".join(struct.pack("<H", ((114 + rng.randrange(8)) << 7) | rng.randrange(128)) for _ in range(n // 2))
-    return b"".join(struct.pack("<H", (rng.randrange(2) << 15) | ((120 + rng.randrange(6)) << 7) | rng.randrange(128))
-                    for _ in range(n // 2))
+    if name.endswith("_scale_inv"):  # positive BF16 multipliers 2^-13 .. 2^-6 (times 1 .. 2)
+        return bf16(n, scale_high)
+    return bf16(n, weight_high)
 
 os.makedirs(a.out, exist_ok=True)
 limit = int(a.shard_gib * 2**30)
