@@ -11,6 +11,9 @@
 #                    its rows ("base") show the old page-cache writes in the same run; or
 #                    any other build to compare with, named by BENCH_BASE_LABEL
 #   BENCH_JOBS       which jobs run (default "v4 v3 gguf relayout")
+#   BENCH_V4_MODES   the V4 conversions' --experts modes (default "keep int8-shift bf16")
+#   BENCH_FLAGS      more options for every convert job of the binary measured (e.g.
+#                    "--threads 8"), named in the job column
 #   BENCH_REPS       runs of each job (default 1), each right after its own dd: the row
 #                    gives the median ratio and the range (a VM's disk drifts by 25 %)
 # Baseline (at the start and, unless BENCH_PAIRED=0, again right before each job): 4
@@ -137,17 +140,21 @@ BL=${BENCH_BASE_LABEL:-base}  # the base rows' name in the path column (at most 
 BASE=$(readlink -f "${BENCH_BASE_CKPT:-$CKPT}")
 # The binary and flags of one path.
 tool() { if [ "$1" = "$BL" ]; then echo "$BASE"; else echo "$CKPT"; fi; }
-want v4 && for mode in keep int8-shift bf16; do
+# BENCH_FLAGS: the measured binary's extra convert options (not the base binary's).
+read -r -a extra <<< "${BENCH_FLAGS:-}"
+flags_of() { flag=(); [ "$1" = buffered ] && flag=(--buffered); [ "$1" != "$BL" ] && flag+=("${extra[@]}"); true; }
+label_of() { if [ ${#extra[@]} -gt 0 ] && [ "$2" != "$BL" ]; then echo "$1 ${extra[*]}"; else echo "$1"; fi; }
+want v4 && for mode in ${BENCH_V4_MODES:-keep int8-shift bf16}; do
   for p in "${paths[@]}"; do
-    flag=(); [ "$p" = buffered ] && flag=(--buffered)
+    flags_of "$p"
     cat "$V4"/*.safetensors > /dev/null
-    run_job "convert V4 --experts $mode" "$p" "$DIR/out" "$(tool "$p")" convert -q "${flag[@]}" --experts "$mode" "$V4" "$DIR/out"
+    run_job "$(label_of "convert V4 --experts $mode" "$p")" "$p" "$DIR/out" "$(tool "$p")" convert -q "${flag[@]}" --experts "$mode" "$V4" "$DIR/out"
   done
 done
 want v3 && for p in "${paths[@]}"; do
-  flag=(); [ "$p" = buffered ] && flag=(--buffered)
+  flags_of "$p"
   cat "$V3"/*.safetensors > /dev/null
-  run_job "convert V3 layout" "$p" "$DIR/out" "$(tool "$p")" convert -q "${flag[@]}" "$V3" "$DIR/out"
+  run_job "$(label_of "convert V3 layout" "$p")" "$p" "$DIR/out" "$(tool "$p")" convert -q "${flag[@]}" "$V3" "$DIR/out"
 done
 if want gguf; then
   for p in "${paths[@]}"; do
