@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "partition_flags.h"
 #include "convert/convert.h"
+#include "convert/shard_writer.h"
 #include "core/build_info.h"
 #include "deploy/preflight.h"
 #include "formats/loader.h"
@@ -358,7 +359,7 @@ int main(int argc, char** argv) {
   unsigned threads = 0;
   app.formatter(std::make_shared<ckptcli::SynopsisFormatter>());
   app.add_option("--threads", threads,
-                 "global, for every subcommand (before or after it): worker threads (default: all cores)");
+                 "global, for every subcommand (before or after it): worker threads (default: all cores; a shard's conversion pipeline: 6)");
 
   InspectArgs ia;
   auto* inspect = app.add_subcommand("inspect", "Summarize a checkpoint directory, .safetensors or .gguf file");
@@ -469,7 +470,10 @@ int main(int argc, char** argv) {
   // Ctrl-C, kill, a closed terminal: every writer's temporaries go, then we die of the signal.
   ckpt::install_signal_cleanup();
   std::optional<tbb::global_control> limit;
-  if (threads > 0) limit.emplace(tbb::global_control::max_allowed_parallelism, threads);
+  if (threads > 0) {
+    limit.emplace(tbb::global_control::max_allowed_parallelism, threads);
+    ckpt::set_shard_pipeline_workers(threads);  // else the pipeline's own default (convert/shard_writer.h)
+  }
 
   if (*inspect) return ckptcli::finish(kInspect, run_inspect(ia));
   if (*validate) return ckptcli::finish(kValidate, run_validate(va));

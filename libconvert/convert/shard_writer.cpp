@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 
+#include <tbb/global_control.h>
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 
@@ -27,6 +28,20 @@ namespace ckpt {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "safetensors payloads are little-endian");
+
+std::atomic<unsigned> g_shard_workers{0};      // 0: kDefaultShardWorkers
+std::atomic<unsigned> g_active_transforms{0}, g_peak_transforms{0};
+
+// Counts the units being transformed at once (shard_pipeline_peak_concurrency).
+struct ActiveTransform {
+  ActiveTransform() {
+    const unsigned now = ++g_active_transforms;
+    unsigned peak = g_peak_transforms.load();
+    while (now > peak && !g_peak_transforms.compare_exchange_weak(peak, now)) {
+    }
+  }
+  ~ActiveTransform() { --g_active_transforms; }
+};
 
 constexpr uint64_t kCopyUnitBytes = 8u << 20;     // one read = one write for copied tensors
 constexpr uint64_t kDequantInBytes = 4u << 20;    // FP8 bytes per unit; BF16 output is twice that
@@ -235,7 +250,8 @@ class ShardPipeline {
     size_t next = 0;
     std::atomic<bool> failed{false};
     const size_t tokens = pipeline_tokens(options_.memory_budget, largest_unit_bytes(units));
-    tbb::this_task_arena::isolate([&] {
+    tbb::task_arena workers(static_cast<int>(shard_pipeline_workers()));
+    workers.execute([&] {
       tbb::parallel_pipeline(
           tokens,
           tbb::make_filter<void, Work*>(tbb::filter_mode::serial_in_order,
@@ -247,7 +263,10 @@ class ShardPipeline {
                                           return admit(units[next++]);
                                         }) &
               tbb::make_filter<Work*, Work*>(tbb::filter_mode::parallel,
-                                             [&](Work* w) { return transform(read(w)); }) &
+                                             [&](Work* w) {
+                                               ActiveTransform active;
+                                               return transform(read(w));
+                                             }) &
               tbb::make_filter<Work*, Work*>(tbb::filter_mode::serial_in_order,
                                              [&](Work* w) { return hash(w, out_hash); }) &
               tbb::make_filter<Work*, void>(tbb::filter_mode::serial_in_order, [&](Work* w) {
@@ -645,6 +664,19 @@ void stop_point(const char* where) {
   std::fprintf(stderr, "ckpt: CKPT_TEST_STOP_WHERE: stopped at '%s'\n", where);
   std::raise(SIGSTOP);
 }
+
+void set_shard_pipeline_workers(unsigned n) { g_shard_workers = n; }
+
+unsigned shard_pipeline_workers() {
+  const unsigned asked = g_shard_workers.load();
+  // What TBB may use here: the cores this process may run on, and --threads (global_control).
+  const size_t allowed = std::min<size_t>(static_cast<size_t>(std::max(1, tbb::this_task_arena::max_concurrency())),
+                                          tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+  return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(asked ? asked : kDefaultShardWorkers, allowed)));
+}
+
+unsigned shard_pipeline_peak_concurrency() { return g_peak_transforms.load(); }
+void reset_shard_pipeline_peak_concurrency() { g_peak_transforms = 0; }
 
 size_t pipeline_tokens(uint64_t memory_budget, uint64_t largest_unit) {
   const uint64_t for_units = memory_budget > kDirectWriterBytes ? memory_budget - kDirectWriterBytes : 0;

@@ -46,6 +46,23 @@ ShardWriteResult write_shard(const LoadedModel& in, const ConversionPlan& plan, 
 // by the largest unit's input + output bytes, 2 to 16.
 size_t pipeline_tokens(uint64_t memory_budget, uint64_t largest_unit);
 
+// Threads that transform a shard's units at once (convert, relayout), by default at most
+// kDefaultShardWorkers. Measured on the 16-core GPU host (a virtio disk at ~1.7 GB/s,
+// docs/benchmarks.md "Sixteenth session", 3 runs each): int8-shift on all 16 cores wrote at
+// 0.74x the disk's dd, capped at 6 at 0.91 (at 3: 0.90), keep unchanged (0.91-0.97). Bursts
+// of compute on every core keep the writer's threads (and the VM's I/O path) off the CPU
+// and the disk's queue runs dry. Six cores still turn out ~20 GB/s of BF16
+// (ckpt_bench_dequant: ~3.3 GB/s a core), twice what a PCIe Gen5 drive writes.
+inline constexpr unsigned kDefaultShardWorkers = 6;
+// `ckpt --threads N` sets N (0: back to the default); the pipeline never uses more than TBB
+// allows (tbb::global_control) either.
+void set_shard_pipeline_workers(unsigned n);
+unsigned shard_pipeline_workers();
+// The most units any shard pipeline of this process transformed at once since the start or
+// the last reset (tests).
+unsigned shard_pipeline_peak_concurrency();
+void reset_shard_pipeline_peak_concurrency();
+
 // The output file's first bytes: the 8-byte little-endian header length, then the header.
 std::string shard_header_bytes(const PlannedShard& shard);
 

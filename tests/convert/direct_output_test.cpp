@@ -10,6 +10,8 @@
 #include <map>
 
 #include <gtest/gtest.h>
+#include <tbb/global_control.h>
+#include <tbb/task_arena.h>
 
 #include "convert/convert.h"
 #include "convert/shard_writer.h"
@@ -200,6 +202,50 @@ TEST(ConvertDirect, OutputBytesAreTheSameThroughTheFallback) {
   ASSERT_EQ(convert(in, tmp.str("fallback")).status, ConvertStatus::ok);
   EXPECT_GT(buffered_write_requests(), buffered_before);
   EXPECT_EQ(test::file_tree(tmp.str("fallback")), test::file_tree(tmp.str("direct")));
+}
+
+struct ResetShardWorkers {
+  ~ResetShardWorkers() { set_shard_pipeline_workers(0); }
+};
+
+// A shard's pipeline transforms on at most kDefaultShardWorkers threads (all cores made
+// int8-shift write at 0.74x the disk on the GPU host, 6 at 0.91): never more than the
+// machine or --threads allows, and exactly what --threads asks for within that.
+TEST(ConvertDirect, TheShardPipelineUsesAtMostSixWorkersUnlessThreadsSaysOtherwise) {
+  ResetShardWorkers reset;
+  const unsigned cores = static_cast<unsigned>(tbb::this_task_arena::max_concurrency());
+  set_shard_pipeline_workers(0);
+  EXPECT_EQ(shard_pipeline_workers(), std::min(cores, kDefaultShardWorkers));
+  set_shard_pipeline_workers(1);
+  EXPECT_EQ(shard_pipeline_workers(), 1u);
+  set_shard_pipeline_workers(cores + 7);
+  EXPECT_EQ(shard_pipeline_workers(), cores) << "no more threads than cores";
+  set_shard_pipeline_workers(0);
+  {
+    tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+    EXPECT_EQ(shard_pipeline_workers(), 1u) << "--threads 1 (global_control) wins";
+  }
+}
+
+// The cap is what the pipeline does: with one worker, one unit is transformed at a time
+// (the count is the pipeline's own), and the bytes are those of the default's.
+TEST(ConvertDirect, OneShardWorkerTransformsOneUnitAtATimeAndWritesTheSameBytes) {
+  ResetShardWorkers reset;
+  test::TempDir tmp;
+  const std::string in = test::fixture("oracle/dsv4-tiny");
+  ASSERT_EQ(convert(in, tmp.str("default"), false, ExpertMode::int8_shift).status, ConvertStatus::ok);
+  set_shard_pipeline_workers(1);
+  reset_shard_pipeline_peak_concurrency();
+  ASSERT_EQ(convert(in, tmp.str("one"), false, ExpertMode::int8_shift).status, ConvertStatus::ok);
+  EXPECT_EQ(shard_pipeline_peak_concurrency(), 1u);
+  EXPECT_EQ(test::file_tree(tmp.str("one")), test::file_tree(tmp.str("default")));
+  if (tbb::this_task_arena::max_concurrency() >= 2) {
+    set_shard_pipeline_workers(2);
+    reset_shard_pipeline_peak_concurrency();
+    ASSERT_EQ(convert(in, tmp.str("two"), false, ExpertMode::int8_shift).status, ConvertStatus::ok);
+    EXPECT_LE(shard_pipeline_peak_concurrency(), 2u);
+    EXPECT_GE(shard_pipeline_peak_concurrency(), 1u);
+  }
 }
 
 // 128 MiB less the writer's 32 MiB of buffers leaves 8 units of 12 MiB, not 10.
