@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# Issues 31, 32 and 33 on the GPU host, in three device calls of at most 10 minutes each (the
+# Issues 31, 32 and 33 on the GPU host, in four device calls of at most 10 minutes each (the
 # session's device budget is 30 minutes). Run from the repository root, after
 #   tools/gpu_bundle.sh build gpu-run/b && cp build/ckpt_bench_dequant gpu-run/b/ &&
 #   cp OLD/ckpt gpu-run/b/ckpt-base     # a ckpt from before issue 33 (page-cache writes)
 #   (cd gpu-run && tar cJf b.tar.xz b && rm -rf b)   # the tree + bundle must stay < 64 MiB
-# then `bash bench/gpu_issues31_33.sh a`, `... b` and `... c` (carry gpu-run).
+# then `bash bench/gpu_issues31_33.sh a`, `... b`, `... c` and `... d` (carry gpu-run).
 #   a: the device suites and verifies (tools/gpu_check.sh), issue 31's real client
 #      (tools/relayout_cases.sh + tools/relayout_client.py: transformers loads IN and OUT with
 #      FineGrainedFP8Config(dequantize=True), every parameter compared) on the Qwen3-MoE,
 #      DeepSeek-V3 and promoted-module cases, ckpt-gpu verify OUT --reference IN on each, and
 #      bench/relayout.sh (a >= 4 GiB Qwen3-235B-layout shard: relayout --tp 8 against cp, peak RSS).
-#   b: issue 33's bench/write_direct.sh at BENCH_WRITE_GIB (default 4; dd measured again right
-#      before each job, the disk's speed drifts by up to 25 % within minutes) with --before and the
-#      base binary's rows (convert V4 x3, V3, repack-experts with and without the whole-file
-#      SHA-256, relayout), the V4 jobs a second time (spread), bench/read_direct.sh on its V4 shard, and the CPU-side dequant
-#      throughput (ckpt_bench_dequant --convert, output to /dev/null).
+#   b: issue 33's bench/write_direct.sh at BENCH_WRITE_GIB (default 4), BENCH_REPS runs a job
+#      (default 3, each right after its own dd: the disk's speed drifts by up to 25 % within
+#      minutes; the row gives medians and the range) with the base binary's rows: convert V4
+#      keep / int8-shift / bf16 and V3; and the CPU-side dequant throughput
+#      (ckpt_bench_dequant --convert, output to /dev/null).
+#   d: the same for repack-experts (default, and --source-sha256 against openssl dgst) and
+#      relayout --tp 8, then bench/read_direct.sh (b and d each fit one 10-minute call).
 #   c: issue 32's bench/convert_integrity.sh (integrity in the same read: the disk's bytes
 #      read against the input's, from a page cache bounded below the model's size).
 # Logs go to $OUT (the device run's return folder; default /tmp/gpu-issues31-33).
@@ -55,17 +57,20 @@ a)
 b)
   echo "=== issue 33: CPU side (output to /dev/null)"
   timeout 60 "$B/ckpt_bench_dequant" --convert 4 2>&1 | tail -8
-  echo "=== issue 33: output path vs dd oflag=direct (with --before and the base binary)"
-  BENCH_WRITE_GIB=${BENCH_WRITE_GIB:-4} BENCH_BASE_CKPT=$B/ckpt-base timeout 420 \
-    bash bench/write_direct.sh "$B/ckpt" "$W" --before 2>&1 | tail -30
-  echo "=== issue 33: the V4 jobs again (run-to-run spread, same data and dd measured anew)"
-  BENCH_JOBS=v4 BENCH_WRITE_GIB=${BENCH_WRITE_GIB:-4} timeout 120 bash bench/write_direct.sh "$B/ckpt" "$W" --before 2>&1 | tail -9
+  echo "=== issue 33: convert's output path vs dd oflag=direct (with the base binary)"
+  BENCH_JOBS="v4 v3" BENCH_REPS=${BENCH_REPS:-3} BENCH_WRITE_GIB=${BENCH_WRITE_GIB:-4} BENCH_BASE_CKPT=$B/ckpt-base \
+    timeout 480 bash bench/write_direct.sh "$B/ckpt" "$W" 2>&1 | tail -14
+  ;;
+d)
+  echo "=== issue 33: repack-experts and relayout vs dd oflag=direct (with the base binary)"
+  BENCH_JOBS="gguf relayout" BENCH_REPS=${BENCH_REPS:-3} BENCH_WRITE_GIB=${BENCH_WRITE_GIB:-4} BENCH_BASE_CKPT=$B/ckpt-base \
+    timeout 420 bash bench/write_direct.sh "$B/ckpt" "$W" 2>&1 | grep -v uring | tail -12
   echo "=== issue 33: reads, buffered against O_DIRECT (input dropped from the cache)"
-  timeout 60 bash bench/read_direct.sh "$(ls "$W"/write-direct/v4-*/*.safetensors | head -1)" 2>&1 | tail -8
+  timeout 60 bash bench/read_direct.sh "$(ls "$W"/write-direct/qwen235b-*/*.safetensors | head -1)" 2>&1 | tail -8
   ;;
 c)
   echo "=== issue 32: integrity in the same read (8 x 600 MB, page cache bounded to 2 GiB)"
   timeout 400 bash bench/convert_integrity.sh "$B/ckpt" 8 600 "$W" 2048 2>&1 | tail -8
   ;;
-*) echo "usage: bench/gpu_issues31_33.sh a|b|c" >&2; exit 2 ;;
+*) echo "usage: bench/gpu_issues31_33.sh a|b|c|d" >&2; exit 2 ;;
 esac
