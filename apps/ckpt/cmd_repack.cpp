@@ -21,7 +21,7 @@ struct RepackArgs {
   std::string input, out_dir, a_log = "fix";
   uint64_t align = 4096;
   uint64_t tree_chunk = ckpt::kSha256TreeDefaultChunk;
-  bool overwrite = false, buffered = false, source_sha256 = false, no_source_sha256 = false;
+  bool overwrite = false, buffered = false, source_sha256 = false;
   std::string sign_key;  // --sign-key
   CommonFlags c;
 };
@@ -102,7 +102,8 @@ Command add_repack_command(CLI::App& app) {
                                 "by default the SHA-256 tree, hashed on every core, names the source alone");
   // The default since the tree became the source's identity; kept so that scripts written
   // for earlier versions run unchanged.
-  c.sub->add_flag("--no-source-sha256", args->no_source_sha256, "the default: no whole-file SHA-256 (the tree alone)")
+  c.sub->add_flag("--no-source-sha256")
+      ->description("the default: no whole-file SHA-256 (the tree alone)")
       ->excludes(whole);
   c.sub->add_flag("--overwrite", args->overwrite, "allow a non-empty output directory");
   add_buffered(c.sub, args->buffered);

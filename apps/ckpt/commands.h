@@ -97,8 +97,9 @@ std::vector<ckpt::oms::ConversionOption> convert_options_recorded(const std::str
                                                                   const std::string& rounding);
 bool apply_convert_options(const std::vector<ckpt::oms::ConversionOption>& options, ckpt::ConvertOptions& o,
                            std::string& error);
-// repack's: a-log, align, tree-chunk, and source-sha256 "no" only for --no-source-sha256
-// (absent means the default, as every provenance written before it has it).
+// repack's: a-log, align, tree-chunk, and source-sha256 "no" when the source is named by
+// its tree alone (the default); absent means the whole-file digest was written too
+// (--source-sha256), which is what every provenance written before the key meant.
 std::vector<ckpt::oms::ConversionOption> repack_options_recorded(uint64_t align, const std::string& a_log,
                                                                  uint64_t tree_chunk, bool source_sha256);
 bool apply_repack_options(std::vector<ckpt::oms::ConversionOption> options, ckpt::RepackOptions& o, std::string& error);

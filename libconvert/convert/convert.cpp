@@ -429,8 +429,7 @@ uint64_t disk_needed(const ConvertReport& r, const std::vector<bool>& owned, con
 bool open_output(const ConvertOptions& o, const std::vector<std::string>* partition_shards, OutputLocks& locks,
                  ConvertReport& r) {
   std::string error;
-  if (!create_directories_durable(o.output, error, output_directory_mode(r.output_mode)) ||
-      !create_directories_durable(records_dir(o.output), error)) {
+  if (!create_directories_durable(o.output, error, output_directory_mode(r.output_mode))) {
     fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
     return false;
   }
@@ -440,7 +439,10 @@ bool open_output(const ConvertOptions& o, const std::vector<std::string>* partit
   else if (o.overwrite) what += " --overwrite";
   else if (o.resume) what += " --resume";
   switch (lock_output(o.output, partition_shards, what, locks, error)) {
-    case LockResult::acquired: return true;
+    case LockResult::acquired:  // OUT/.ckptkit is now known to be a real directory (lock_output_dir)
+      if (create_directories_durable(records_dir(o.output), error)) return true;
+      fail(r, ConvertStatus::io_error, "IO_WRITE", o.output, error);
+      return false;
     case LockResult::busy: fail(r, ConvertStatus::usage_error, "CONVERT_OUTPUT_LOCKED", o.output, error); return false;
     case LockResult::error: fail(r, ConvertStatus::io_error, "IO_LOCK", o.output, error); return false;
   }
@@ -612,6 +614,7 @@ void write_output(const LoadedModel& in, const ConvertOptions& o, const std::vec
   }
   std::vector<bool> done = finished_shards(in, o, owned, r);
   r.disk_needed = disk_needed(r, owned, done, o);
+  r.disk_free = free_bytes(o.output);  // again, under the lock: the plan's figure may be stale
   if (std::string no_space = no_space_message("the conversion", r.disk_needed, o.output, r.disk_free);
       !no_space.empty()) {
     fail(r, ConvertStatus::io_error, "IO_NO_SPACE", o.output, no_space);
@@ -696,7 +699,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
       if (owned[i]) owned_names.push_back(r.plan.shards[i].name);
     }
   }
-  r.disk_free = free_bytes(o.output);
+  r.disk_free = free_bytes(o.output);  // for the report; measured again under the lock
   if (o.dry_run || (o.partition.active() && owned_names.empty())) {  // nothing to write
     r.disk_needed = disk_needed(r, owned, std::vector<bool>(owned.size(), false), o);
     std::string error;  // an empty partition still leaves OUT, as its siblings do

@@ -31,16 +31,22 @@ static_assert(std::endian::native == std::endian::little, "safetensors payloads 
 
 std::atomic<unsigned> g_shard_workers{0};      // 0: kDefaultShardWorkers
 std::atomic<unsigned> g_active_transforms{0}, g_peak_transforms{0};
+std::atomic<bool> g_count_transforms{false};  // set by reset_shard_pipeline_peak_concurrency (tests)
 
-// Counts the units being transformed at once (shard_pipeline_peak_concurrency).
+// Counts the units being transformed at once (shard_pipeline_peak_concurrency), only once a
+// test asked: otherwise every unit would pay two read-modify-writes of one shared line.
 struct ActiveTransform {
+  const bool counting = g_count_transforms.load(std::memory_order_relaxed);
   ActiveTransform() {
+    if (!counting) return;
     const unsigned now = ++g_active_transforms;
     unsigned peak = g_peak_transforms.load();
     while (now > peak && !g_peak_transforms.compare_exchange_weak(peak, now)) {
     }
   }
-  ~ActiveTransform() { --g_active_transforms; }
+  ~ActiveTransform() {
+    if (counting) --g_active_transforms;
+  }
 };
 
 constexpr uint64_t kCopyUnitBytes = 8u << 20;     // one read = one write for copied tensors
@@ -676,7 +682,10 @@ unsigned shard_pipeline_workers() {
 }
 
 unsigned shard_pipeline_peak_concurrency() { return g_peak_transforms.load(); }
-void reset_shard_pipeline_peak_concurrency() { g_peak_transforms = 0; }
+void reset_shard_pipeline_peak_concurrency() {
+  g_peak_transforms = 0;
+  g_count_transforms = true;
+}
 
 size_t pipeline_tokens(uint64_t memory_budget, uint64_t largest_unit) {
   const uint64_t for_units = memory_budget > kDirectWriterBytes ? memory_budget - kDirectWriterBytes : 0;

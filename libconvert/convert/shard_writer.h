@@ -58,8 +58,9 @@ inline constexpr unsigned kDefaultShardWorkers = 6;
 // allows (tbb::global_control) either.
 void set_shard_pipeline_workers(unsigned n);
 unsigned shard_pipeline_workers();
-// The most units any shard pipeline of this process transformed at once since the start or
-// the last reset (tests).
+// The most units any shard pipeline of this process transformed at once since the last
+// reset (tests). Nothing is counted before the first reset: the count costs two atomic
+// read-modify-writes a unit, which only a test should pay.
 unsigned shard_pipeline_peak_concurrency();
 void reset_shard_pipeline_peak_concurrency();
 

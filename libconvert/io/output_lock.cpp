@@ -94,9 +94,18 @@ std::string output_dir_lock_path(const std::string& dir) {
 
 FileLock::Result lock_output_dir(const std::string& dir, FileLock::Mode mode, const std::string& what, FileLock& lock,
                                  std::string& message, mode_t dir_mode) {
-  if (!create_directories_durable(dir, message, dir_mode) ||
-      !create_directories_durable((std::filesystem::path(dir) / ".ckptkit").string(), message))
+  if (!create_directories_durable(dir, message, dir_mode)) return FileLock::Result::error;
+  // DIR/.ckptkit is created, or used when it is a real directory; never followed: a link
+  // there would put the lock and the run's records wherever it points.
+  const std::string state = (std::filesystem::path(dir) / ".ckptkit").string();
+  struct stat st {};
+  if (::lstat(state.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    message = state + (S_ISLNK(st.st_mode) ? " is a symlink" : " is not a directory") +
+              "; ckptkit keeps its lock and records in a directory of that name and does not follow or replace "
+              "it (remove it, or choose another output directory)";
     return FileLock::Result::error;
+  }
+  if (!create_directories_durable(state, message)) return FileLock::Result::error;
   return lock.acquire(output_dir_lock_path(dir), mode, what, message);
 }
 

@@ -62,6 +62,37 @@ TEST(OutputLock, AnOutputDirectoryHasOneLock) {
   EXPECT_FALSE(output_dir_is_empty(dir));
 }
 
+// DIR/.ckptkit that is a symlink (or a file) is refused before anything is created: the
+// lock and the run's records would otherwise land wherever it points. The commands that
+// write a directory (convert, repack-experts) all take this path.
+TEST(OutputLock, AStateDirectoryThatIsALinkIsNeitherFollowedNorReplaced) {
+  test::TempDir tmp;
+  const std::string elsewhere = tmp.str("elsewhere");
+  std::filesystem::create_directories(elsewhere);
+  std::filesystem::create_directories(tmp.str("out"));
+  std::filesystem::create_directory_symlink(elsewhere, tmp.str("out/.ckptkit"));
+  std::string message;
+  FileLock lock;
+  EXPECT_EQ(lock_output_dir(tmp.str("out"), FileLock::Mode::exclusive, "ckpt convert", lock, message),
+            FileLock::Result::error);
+  EXPECT_NE(message.find(tmp.str("out/.ckptkit") + " is a symlink"), std::string::npos) << message;
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere));
+  std::filesystem::create_directories(tmp.str("file"));
+  test::write_text(tmp.str("file/.ckptkit"), "x");
+  EXPECT_EQ(lock_output_dir(tmp.str("file"), FileLock::Mode::exclusive, "ckpt convert", lock, message),
+            FileLock::Result::error);
+  EXPECT_NE(message.find("is not a directory"), std::string::npos) << message;
+  const auto q = test::shell_quote;
+  for (const std::string& cmd : {"convert -q " + q(test::fixture("oracle/dsv4-tiny")) + " " + q(tmp.str("out")),
+                                 "repack-experts -q " + q(test::fixture("ggml/qwen3next-tiny.gguf")) + " " +
+                                     q(tmp.str("out"))}) {
+    const auto r = test::run_ckpt(cmd);
+    EXPECT_EQ(r.exit_code, 3) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("is a symlink"), std::string::npos) << r.err;
+    EXPECT_TRUE(std::filesystem::is_empty(elsewhere)) << cmd;
+  }
+}
+
 // A FIFO where the lock file belongs is an error, never a hang or a lock on it.
 TEST(OutputLock, AFifoAsTheLockFileIsAnError) {
   test::TempDir tmp;
