@@ -17,6 +17,8 @@
 #      (ckpt_bench_dequant --convert, output to /dev/null).
 #   d: the same for repack-experts (default, and --source-sha256 against openssl dgst) and
 #      relayout --tp 8, then bench/read_direct.sh (b and d each fit one 10-minute call).
+#   e: b's and d's write rows in one bench run (one dd series, one table; ~6 minutes on the
+#      16-core host with the data made in the same call).
 #   c: issue 32's bench/convert_integrity.sh (integrity in the same read: the disk's bytes
 #      read against the input's, from a page cache bounded below the model's size).
 # Logs go to $OUT (the device run's return folder; default /tmp/gpu-issues31-33).
@@ -68,9 +70,15 @@ d)
   echo "=== issue 33: reads, buffered against O_DIRECT (input dropped from the cache)"
   timeout 60 bash bench/read_direct.sh "$(ls "$W"/write-direct/qwen235b-*/*.safetensors | head -1)" 2>&1 | tail -8
   ;;
+e)
+  echo "=== issue 33: the whole table in one bench run (convert V4 x3, V3, repack x2, relayout; base binary rows)"
+  timeout 40 "$B/ckpt_bench_dequant" --convert 4 2>&1 | tail -4
+  BENCH_JOBS="v4 v3 gguf relayout" BENCH_REPS=${BENCH_REPS:-3} BENCH_WRITE_GIB=${BENCH_WRITE_GIB:-4} BENCH_BASE_CKPT=$B/ckpt-base \
+    timeout 520 bash bench/write_direct.sh "$B/ckpt" "$W" 2>&1 | grep -v uring | tail -20
+  ;;
 c)
   echo "=== issue 32: integrity in the same read (8 x 600 MB, page cache bounded to 2 GiB)"
   timeout 400 bash bench/convert_integrity.sh "$B/ckpt" 8 600 "$W" 2048 2>&1 | tail -8
   ;;
-*) echo "usage: bench/gpu_issues31_33.sh a|b|c|d" >&2; exit 2 ;;
+*) echo "usage: bench/gpu_issues31_33.sh a|b|c|d|e" >&2; exit 2 ;;
 esac
