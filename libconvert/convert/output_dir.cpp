@@ -206,8 +206,13 @@ LockResult lock_output(const std::string& out, const std::vector<std::string>* p
     case FileLock::Result::error: message = holder; return LockResult::error;
   }
   if (!partition) return LockResult::acquired;
+  const std::string locks_dir = (fs::path(state_dir(out)) / "locks").string();
+  if (std::string why = entry_problem(locks_dir, true); !why.empty()) {  // never through a link
+    message = why;
+    return LockResult::error;
+  }
   std::string error;
-  if (!create_directories_durable((fs::path(state_dir(out)) / "locks").string(), error)) {
+  if (!create_directories_durable(locks_dir, error)) {
     message = error;
     return LockResult::error;
   }

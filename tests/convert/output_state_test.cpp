@@ -66,6 +66,26 @@ TEST(ConvertState, AFifoAsAStateFileIsAnErrorNotAHang) {
   }
 }
 
+// OUT/.ckptkit/records or OUT/.ckptkit/locks as a symlink: refused (exit 3, named) with
+// nothing created where it points (before: a --partition run made its shard locks there).
+TEST(ConvertState, AStateSubdirectoryThatIsALinkIsNotWrittenThrough) {
+  const std::string in = test::fixture("oracle/dsv4-tiny");
+  for (const std::string sub : {"records", "locks"}) {
+    for (const std::string mode : {"", "--partition 0/2 "}) {
+      SCOPED_TRACE(sub + " " + mode);
+      test::TempDir tmp;
+      const std::string out = tmp.str("out"), elsewhere = tmp.str("elsewhere");
+      fs::create_directories(out + "/.ckptkit");
+      fs::create_directories(elsewhere);
+      fs::create_directory_symlink(elsewhere, out + "/.ckptkit/" + sub);
+      auto r = test::run_ckpt("convert -q " + mode + q(in) + " " + q(out));
+      EXPECT_EQ(r.exit_code, 3) << r.err;
+      EXPECT_NE(r.err.find(".ckptkit/" + sub + " is a symlink"), std::string::npos) << r.err;
+      EXPECT_TRUE(fs::is_empty(elsewhere));
+    }
+  }
+}
+
 // A side file replaced after the plan (by a link to a 0600 secret outside IN, or by another
 // file) is not copied: the copy opens the planned file without following a link and checks
 // its device and inode (before: the secret was copied into OUT, exit 0).
