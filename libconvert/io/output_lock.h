@@ -43,7 +43,8 @@ class FileLock {
 std::string output_dir_lock_path(const std::string& dir);
 
 // Creates DIR and DIR/.ckptkit when missing (durably; DIR with `dir_mode`), then takes the
-// directory's lock without waiting. busy: `message` says who holds it ("pid 4242 ckpt synth");
+// directory's lock without waiting. A DIR/.ckptkit that is a symlink or not a directory is
+// an error, before anything is created in or through it. busy: `message` says who holds it ("pid 4242 ckpt synth");
 // error: `message` says why it could not be taken.
 FileLock::Result lock_output_dir(const std::string& dir, FileLock::Mode mode, const std::string& what, FileLock& lock,
                                  std::string& message, mode_t dir_mode = 0755);
