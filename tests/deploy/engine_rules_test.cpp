@@ -48,6 +48,18 @@ TEST(EngineRules, EveryBlockAndKernelRuleCitesTheEngineFileAndLineForEachEngine)
   EXPECT_NE(w13.text().find("fp8.py:634-640 Fp8MoEMethod.create_weights"), std::string::npos) << w13.text();
 }
 
+// transformers' MXFP4 test (quantizer_mxfp4.py, validate_environment) is the device's
+// compute capability >= 7.5 alone; a ROCm build answers with the gfx version (9.0, 9.4,
+// 11.0), so AMD takes the triton-kernels path as CUDA does (the data once said dequantize).
+TEST(EngineRules, TransformersMxfp4OnAmdIsWhatItsCitedCodeSays) {
+  const FormatKernels* mxfp4 = engine_rules().kernels("mxfp4");
+  ASSERT_NE(mxfp4, nullptr);
+  const auto& transformers = mxfp4->engines.at("transformers");
+  for (const char* arch : {"sm80", "sm90", "gfx90a", "gfx942", "gfx1100"})
+    EXPECT_EQ(transformers.at(arch).support, KernelSupport::native) << arch;
+  EXPECT_EQ(mxfp4->citations.at("transformers").lines, "89-109");
+}
+
 TEST(EngineRules, EveryPartitionFamilyCitesTheEngineModelFileAndLine) {
   for (const auto& f : architecture_families()) {
     ASSERT_FALSE(f.citations.empty()) << f.family;
